@@ -1,0 +1,20 @@
+"""Request fingerprints: what a replayed provider call must match to reuse a recording.
+
+`canonicalize` reduces an HTTP request to the fields that decide its reply (`compared`, hashed
+into `digest`) and the fields kept only for display and metering (`meta`).
+"""
+
+from ._canonical import FORMAT_VERSION, Canonical, RequestParts, canonical_json
+from ._router import canonicalize, surface_of
+from .diff import diff, nearest
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Canonical",
+    "RequestParts",
+    "canonical_json",
+    "canonicalize",
+    "diff",
+    "nearest",
+    "surface_of",
+]

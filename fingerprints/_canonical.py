@@ -1,0 +1,180 @@
+"""The `Canonical` form of a request and the JSON/digest helpers every canonicalizer shares."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+# Bump when any canonicalizer changes what it compares: recorded fingerprints depend on it.
+FORMAT_VERSION = 1
+
+# Inline binary below this many characters is cheap to keep and rarely binary.
+_BINARY_MIN_CHARS = 256
+_BASE64_RE = re.compile(r"^[A-Za-z0-9+/_-]+={0,2}$")
+_DATA_URL_RE = re.compile(r"^data:([\w.+/-]+)?(;[\w=.-]+)*;base64,", re.ASCII)
+_NO_KEYS: frozenset[str] = frozenset()
+
+
+class NotThisSurface(ValueError):
+    """A request reached a provider route but is not that provider's call (wrong body shape).
+
+    The router answers it by fingerprinting the request generically, which compares the whole
+    body and so can only be stricter than the provider form.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class RequestParts:
+    """A stack-neutral view of one HTTP request: what every canonicalizer reads."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]  # lower-cased names
+    body: bytes
+
+    def json(self) -> Any:
+        """The body parsed as JSON, or None when it is empty or not JSON."""
+        if not self.body:
+            return None
+        try:
+            return json.loads(self.body)
+        # RecursionError: a hostile or broken body nested deeper than the parser allows.
+        except (ValueError, UnicodeDecodeError, RecursionError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class Canonical:
+    """A request reduced to what decides its reply.
+
+    `compared` holds the fields a replay must match; `meta` holds what is kept for display and
+    metering but never compared (model, sampling). Both are JSON-ready, with inline binary already
+    replaced by digests, so neither ever carries an image or a PDF.
+    """
+
+    surface: str
+    compared: dict[str, Any]
+    meta: dict[str, Any] = field(default_factory=dict)
+    stream: bool = False
+    digest: str = ""
+
+    @classmethod
+    def build(
+        cls,
+        surface: str,
+        compared: dict[str, Any],
+        meta: dict[str, Any] | None = None,
+        *,
+        stream: bool = False,
+    ) -> Canonical:
+        payload = canonical_json({"v": FORMAT_VERSION, "surface": surface, "compared": compared})
+        return cls(
+            surface=surface,
+            compared=compared,
+            meta=meta or {},
+            stream=stream,
+            digest=hashlib.sha256(payload).hexdigest(),
+        )
+
+
+def canonical_json(value: Any) -> bytes:
+    """Serialise with sorted keys and fixed separators: one byte string per JSON value."""
+    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    # JSON may carry a lone surrogate escape ("\ud800"); strict UTF-8 would refuse to encode it.
+    return text.encode("utf-8", "surrogatepass")
+
+
+def binary_digest(data: bytes | str) -> dict[str, str]:
+    """The stand-in kept instead of inline binary: compared by digest, never stored."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    return {"$digest": "sha256:" + hashlib.sha256(raw).hexdigest(), "$bytes": str(len(raw))}
+
+
+def looks_like_base64(text: str) -> bool:
+    if len(text) < _BINARY_MIN_CHARS or len(text) % 4 == 1:
+        return False
+    if not _BASE64_RE.match(text[:512]) or not _BASE64_RE.match(text[-512:]):
+        return False
+    try:
+        base64.b64decode(text[: 512 - 512 % 4] or "", validate=False)
+    except (binascii.Error, ValueError):
+        return False
+    return True
+
+
+def strip_binary(value: Any, digest_keys: frozenset[str] = _NO_KEYS) -> Any:
+    """Replace inline binary (base64 strings, data: URLs) anywhere in `value` by its digest.
+
+    A string under a key in `digest_keys` is digested whatever its length: those are fields a
+    provider documents as bytes. Integral floats become ints, since `1.0` and `1` are one JSON
+    number and serialisers disagree on which to write.
+    """
+    if isinstance(value, str):
+        return _strip_str(value) if len(value) >= _BINARY_MIN_CHARS else value
+    if isinstance(value, dict):
+        if digest_keys:
+            return {
+                k: binary_digest(v)
+                if k in digest_keys and isinstance(v, str)
+                else strip_binary(v, digest_keys)
+                for k, v in value.items()
+            }
+        return {k: strip_binary(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [strip_binary(v, digest_keys) for v in value]
+    if type(value) is float and value.is_integer():
+        return int(value)
+    return value
+
+
+def _strip_str(value: str) -> Any:
+    if value.startswith("data:") and _DATA_URL_RE.match(value):
+        head, _, payload = value.partition(",")
+        return {"$data_url": head, **binary_digest(payload)}
+    if looks_like_base64(value):
+        return binary_digest(value)
+    return value
+
+
+def pick(
+    body: Mapping[str, Any], names: Iterable[str], digest_keys: frozenset[str] = _NO_KEYS
+) -> dict[str, Any]:
+    """The named fields that are set, with inline binary replaced by digests.
+
+    A field sent as `null` counts as unset: SDKs differ in whether they send or omit it, and the
+    providers read both the same way.
+    """
+    return {
+        name: strip_binary(body[name], digest_keys)
+        for name in names
+        if body.get(name) is not None
+    }
+
+
+def rest(body: Mapping[str, Any], taken: frozenset[str]) -> dict[str, Any]:
+    """Every set field not in `taken`, binary stripped: the `meta` side of a canonicalizer."""
+    return {
+        name: strip_binary(value)
+        for name, value in body.items()
+        if value is not None and name not in taken
+    }
+
+
+def json_object(body: Any, required_any: tuple[str, ...]) -> dict[str, Any]:
+    """`body` as a provider call's JSON object, or `NotThisSurface`.
+
+    `required_any` guards a route whose path another API could share (`/responses`): a body with
+    none of those fields is some other call, and comparing it on the provider's few fields would
+    let two different requests share a fingerprint.
+    """
+    if not isinstance(body, dict):
+        raise NotThisSurface("body is not a JSON object")
+    if required_any and not any(body.get(name) is not None for name in required_any):
+        raise NotThisSurface(f"body has none of {', '.join(required_any)}")
+    return body

@@ -1,0 +1,28 @@
+"""Test legs: the suite runs once per HTTP stack the SDKs use (SDK-FACTS.md)."""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["lint", "tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+# httpx2: openai 3.x and anthropic 2.x. httpx: openai 2.x and anthropic 0.x.
+STACKS = {
+    "httpx2": ["openai>=3.41,<4", "anthropic>=2.3,<3"],
+    "httpx": ["openai>=2.2,<3", "anthropic>=0.47,<1"],
+}
+
+
+@nox.session
+@nox.parametrize("stack", list(STACKS))
+def tests(session: nox.Session, stack: str) -> None:
+    session.install("-e", ".[dev]", *STACKS[stack])
+    session.run("pytest", "-n", "2", "-q", *session.posargs, env={"PYRULA_TEST_STACK": stack})
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("-e", ".[dev]")
+    session.run("ruff", "check", ".")
+    session.run("mypy", "pyrula", "fingerprints", "proxy")

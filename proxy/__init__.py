@@ -1,0 +1,1 @@
+"""The record/replay HTTP proxy (`pyrula proxy`): not yet supported in this build."""

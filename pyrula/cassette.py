@@ -1,0 +1,297 @@
+"""Cassettes: record a block's model calls once, replay them offline ever after.
+
+Outside a run a recording is found by content: the request's fingerprint plus how many identical
+requests came before it in this block, so a retried or repeated call gets the reply it got when
+it was recorded. That key is one LMDB lookup, whatever the store holds.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import os
+import struct
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal, TypeVar, cast, get_args
+
+from pyrula import netguard
+from pyrula.errors import PyrulaError, ReplayMiss
+from pyrula.fingerprints import Canonical, RequestParts, diff, nearest
+from pyrula.journal.exchanges import ExchangeRecord, Exchanges
+from pyrula.journal.recorder import Reply, record_exchange
+from pyrula.journal.store import Store, open_store
+from pyrula.transport.core import Live, Plan, Replay, pop_session, push_session
+from pyrula.verify import VerifyResult, compare_replies
+
+Mode = Literal["once", "none", "new_episodes", "all", "verify"]
+MODES: tuple[str, ...] = get_args(Mode)
+_U32 = struct.Struct(">I")
+F = TypeVar("F", bound=Callable[..., Any])
+
+CASSETTE_PREFIX = b"c\x00"
+
+
+def namespace_prefix(name: str) -> bytes:
+    return CASSETTE_PREFIX + name.encode() + b"\x00"
+
+
+def cassette_key(name: str, fingerprint: str, occurrence: int) -> bytes:
+    return namespace_prefix(name) + bytes.fromhex(fingerprint) + _U32.pack(occurrence)
+
+
+def split_key(key: bytes) -> tuple[str, str, int]:
+    """(namespace, fingerprint, occurrence) of a cassette key."""
+    body = key[len(CASSETTE_PREFIX) :]
+    name = body[: -(32 + 4 + 1)].decode()
+    fingerprint = body[-(32 + 4) : -4].hex()
+    (occurrence,) = _U32.unpack(body[-4:])
+    return name, fingerprint, occurrence
+
+
+@dataclass
+class CassetteStats:
+    replayed: int = 0
+    recorded: int = 0
+    used: set[bytes] = field(default_factory=set)
+
+
+class Cassette:
+    """A named set of recorded exchanges, active as a context manager or decorator.
+
+    Modes: `once` records into an empty cassette and replays a filled one; `none` only replays
+    (and blocks the network); `new_episodes` replays what it has and records the rest; `all`
+    re-records everything; `verify` calls live and reports whether each reply still has the
+    structure of its recording, changing nothing.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        mode: Mode = "once",
+        *,
+        store: Store | str | os.PathLike[str] | None = None,
+        allow_hosts: Iterable[str] = (),
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"unknown cassette mode {mode!r}; use one of {', '.join(MODES)}")
+        if not name or "\x00" in name:
+            raise ValueError("a cassette name must be a non-empty string without NUL")
+        self.name = name
+        self.mode: Mode = mode
+        self._store_arg = store
+        self._allow_hosts = tuple(allow_hosts)
+        self._lock = threading.Lock()
+        self._seen: dict[str, int] = {}
+        self._token: object = None
+        self._had_records = False
+        self.stats = CassetteStats()
+        self.verify_report: list[VerifyResult] = []
+        self._store: Store | None = None
+        self._exchanges: Exchanges | None = None
+
+    # -- the session the transports ask ----------------------------------------------------------
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            arg = self._store_arg
+            self._store = arg if isinstance(arg, Store) else open_store(arg)
+        return self._store
+
+    @property
+    def exchanges(self) -> Exchanges:
+        if self._exchanges is None:
+            self._exchanges = Exchanges(self.store)
+        return self._exchanges
+
+    def plan(self, parts: RequestParts, canonical: Canonical) -> Plan:
+        with self._lock:
+            occurrence = self._seen.get(canonical.digest, 0)
+            self._seen[canonical.digest] = occurrence + 1
+        key = cassette_key(self.name, canonical.digest, occurrence)
+
+        if self.mode == "all":
+            return Live(self._recorder(key, parts, canonical))
+        found = self.exchanges.get(key)
+        if self.mode == "verify":
+            if found is None:
+                warnings.warn(
+                    f"cassette {self.name!r} has no recording for a {canonical.surface} call "
+                    "to verify against; it ran live and nothing was kept",
+                    stacklevel=2,
+                )
+                return Live(None)
+            return Live(self._verifier(found[0], found[1], canonical))
+        if found is not None:
+            record, first_page = found
+            with self._lock:
+                self.stats.replayed += 1
+                self.stats.used.add(key)
+            return Replay(
+                status=record.status,
+                headers=record.headers,
+                frames=self.exchanges.frames(record, first_page),
+            )
+        if self.mode == "none" or (self.mode == "once" and self._had_records):
+            raise self._miss(parts, canonical, occurrence)
+        return Live(self._recorder(key, parts, canonical))
+
+    def _recorder(
+        self, key: bytes, parts: RequestParts, canonical: Canonical
+    ) -> Callable[[Reply], None]:
+        def commit(reply: Reply) -> None:
+            record_exchange(self.exchanges, key, parts, canonical, reply, namespace=self.name)
+            with self._lock:
+                self.stats.recorded += 1
+                self.stats.used.add(key)
+
+        return commit
+
+    def _verifier(
+        self, record: ExchangeRecord, first_page: bytes, canonical: Canonical
+    ) -> Callable[[Reply], None]:
+        def check(reply: Reply) -> None:
+            recorded = self.exchanges.body(record, first_page)
+            result = compare_replies(
+                canonical.surface, record.status, recorded, reply.status, b"".join(reply.frames)
+            )
+            result.record_id = record.id
+            with self._lock:
+                self.verify_report.append(result)
+
+        return check
+
+    def _miss(self, parts: RequestParts, canonical: Canonical, occurrence: int) -> ReplayMiss:
+        where = f"{canonical.surface} {parts.method} {parts.url.split('?')[0]}"
+        if occurrence and self.exchanges.get(cassette_key(self.name, canonical.digest, 0)):
+            return ReplayMiss(
+                f"cassette {self.name!r} recorded this {where} request {occurrence} time(s); "
+                f"this is call {occurrence + 1}. Re-record with mode='new_episodes' if the extra "
+                "call is intended."
+            )
+        candidates = (
+            (record, self.exchanges.request(record).get("compared", {}))
+            for _key, record in self.exchanges.scan(namespace_prefix(self.name))
+            if record.surface == canonical.surface
+        )
+        best = nearest(canonical.compared, candidates)
+        fix = (
+            "Re-record with mode='new_episodes' (pytest: --pyrula-record-mode=new_episodes) if "
+            "the change is intended."
+        )
+        if best is None:
+            return ReplayMiss(
+                f"cassette {self.name!r} has no recorded {where} request. {fix}"
+            )
+        record, differences = best
+        age = _age(record.recorded_at)
+        lines = "\n".join(f"  - {d}" for d in differences)
+        return ReplayMiss(
+            f"cassette {self.name!r} has no recording of this {where} request.\n"
+            f"The nearest recorded one ({record.id[:12]}, recorded {age}) differs in:\n{lines}\n"
+            f"{fix}",
+            nearest=record.id,
+            diffs=differences,
+        )
+
+    # -- activation ------------------------------------------------------------------------------
+
+    def __enter__(self) -> Cassette:
+        self._seen.clear()
+        self.stats = CassetteStats()
+        self.verify_report = []
+        self._had_records = next(self.exchanges.scan(namespace_prefix(self.name)), None) is not None
+        if self.mode == "none":
+            netguard.block(self._allow_hosts)
+        self._token = push_session(self)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        pop_session(self, self._token)
+        if self.mode == "none":
+            netguard.unblock()
+        if self.mode == "all" and exc_type is None:
+            # Everything was re-recorded: what this pass did not touch is stale.
+            stale = [
+                key
+                for key, _ in self.exchanges.scan(namespace_prefix(self.name))
+                if key not in self.stats.used
+            ]
+            if stale:
+                self.exchanges.delete(stale)
+        if self.mode == "verify":
+            drifted = [r for r in self.verify_report if not r.matches]
+            if drifted:
+                warnings.warn(
+                    f"cassette {self.name!r}: {len(drifted)} of {len(self.verify_report)} "
+                    "replies no longer match their recording:\n"
+                    + "\n".join(r.describe() for r in drifted),
+                    VerifyMismatch,
+                    stacklevel=2,
+                )
+
+    async def __aenter__(self) -> Cassette:
+        return self.__enter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.__exit__(exc_type, exc, tb)
+
+    def __call__(self, fn: F) -> F:
+        """Use the cassette as a decorator on a sync or async function."""
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def run_async(*args: Any, **kwargs: Any) -> Any:
+                with self:
+                    return await fn(*args, **kwargs)
+
+            return cast(F, run_async)
+
+        @functools.wraps(fn)
+        def run(*args: Any, **kwargs: Any) -> Any:
+            with self:
+                return fn(*args, **kwargs)
+
+        return cast(F, run)
+
+
+class VerifyMismatch(UserWarning, PyrulaError):
+    """A live reply no longer has the structure of its recording (cassette mode `verify`)."""
+
+
+def cassette(
+    name: str,
+    mode: Mode = "once",
+    *,
+    store: Store | str | os.PathLike[str] | None = None,
+    allow_hosts: Iterable[str] = (),
+) -> Cassette:
+    """Record or replay the model calls made inside a block (context manager or decorator)."""
+    return Cassette(name, mode, store=store, allow_hosts=allow_hosts)
+
+
+def _age(timestamp: float) -> str:
+    seconds = max(0.0, time.time() - timestamp)
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size:
+            count = int(seconds // size)
+            return f"{count} {unit}{'s' if count != 1 else ''} ago"
+    return "just now"
+
+
+__all__ = ["MODES", "Cassette", "Mode", "VerifyMismatch", "cassette"]

@@ -1,0 +1,1 @@
+"""The `pyrula` command line (typer + rich)."""

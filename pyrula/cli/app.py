@@ -1,0 +1,21 @@
+"""The `pyrula` command line."""
+
+from __future__ import annotations
+
+import typer
+
+from pyrula.cli.demo import demo
+from pyrula.cli.journal import journal_app
+
+app = typer.Typer(
+    name="pyrula",
+    help="Record, replay and inspect model calls journaled by Pyrula.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+app.add_typer(journal_app, name="journal")
+app.command("demo")(demo)
+
+
+def main() -> None:
+    app()

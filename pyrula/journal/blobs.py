@@ -1,0 +1,108 @@
+"""Content-addressed storage for recorded requests.
+
+A conversation re-sends its whole history on every turn. Storing each request whole would cost
+O(N²) bytes over N turns, so a request's large parts are stored once by digest, and a list
+(messages, input, contents) is stored as a chain of cons cells, each naming the cell before it and
+one element. Turn N+1 shares turn N's chain and adds only the cells for its new elements.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import lmdb
+
+from pyrula.fingerprints import canonical_json
+
+# Values whose JSON is shorter than this are cheaper inline than as a 32-byte reference.
+_INLINE_MAX = 128
+_EMPTY = b"\x00" * 32
+
+
+def _put(txn: lmdb.Transaction, db: Any, data: bytes) -> bytes:
+    digest = hashlib.sha256(data).digest()
+    txn.put(digest, data, db=db, overwrite=False)
+    return digest
+
+
+def _store_value(txn: lmdb.Transaction, db: Any, value: Any) -> Any:
+    if isinstance(value, list) and value:
+        cell = _EMPTY
+        for element in value:
+            element_ref = _put(txn, db, canonical_json(element))
+            cell = _put(txn, db, b"L" + cell + element_ref)
+        return {"$list": cell.hex(), "$n": len(value)}
+    encoded = canonical_json(value)
+    if len(encoded) <= _INLINE_MAX:
+        return value
+    return {"$blob": _put(txn, db, encoded).hex()}
+
+
+def put_request(txn: lmdb.Transaction, db: Any, doc: dict[str, Any]) -> str:
+    """Store a request document (its top-level parts deduplicated); return its reference."""
+    stored = {
+        section: {name: _store_value(txn, db, value) for name, value in doc[section].items()}
+        if isinstance(doc.get(section), dict)
+        else doc.get(section)
+        for section in doc
+    }
+    return _put(txn, db, canonical_json(stored)).hex()
+
+
+def _load_value(txn: lmdb.Transaction, db: Any, value: Any) -> Any:
+    if not isinstance(value, dict):
+        return value
+    if "$blob" in value:
+        return json.loads(_get(txn, db, bytes.fromhex(value["$blob"])))
+    if "$list" in value:
+        items: list[Any] = []
+        cell = bytes.fromhex(value["$list"])
+        while cell != _EMPTY:
+            data = _get(txn, db, cell)
+            cell, element = data[1:33], data[33:65]
+            items.append(json.loads(_get(txn, db, element)))
+        items.reverse()
+        return items
+    return value
+
+
+def _get(txn: lmdb.Transaction, db: Any, digest: bytes) -> bytes:
+    data = txn.get(digest, db=db)
+    if data is None:
+        raise KeyError(f"blob {digest.hex()[:12]} is missing from the store")
+    return bytes(data)
+
+
+def get_request(txn: lmdb.Transaction, db: Any, ref: str) -> dict[str, Any]:
+    """Rebuild a request document stored by `put_request`."""
+    stored = json.loads(_get(txn, db, bytes.fromhex(ref)))
+    return {
+        section: {name: _load_value(txn, db, value) for name, value in part.items()}
+        if isinstance(part, dict)
+        else part
+        for section, part in stored.items()
+    }
+
+
+def blob_refs(txn: lmdb.Transaction, db: Any, ref: str) -> set[bytes]:
+    """Every blob a request document reaches, itself included (for pruning)."""
+    seen = {bytes.fromhex(ref)}
+    stored = json.loads(_get(txn, db, bytes.fromhex(ref)))
+    for part in stored.values():
+        if not isinstance(part, dict):
+            continue
+        for value in part.values():
+            if not isinstance(value, dict):
+                continue
+            if "$blob" in value:
+                seen.add(bytes.fromhex(value["$blob"]))
+            elif "$list" in value:
+                cell = bytes.fromhex(value["$list"])
+                while cell != _EMPTY and cell not in seen:
+                    seen.add(cell)
+                    data = _get(txn, db, cell)
+                    seen.add(data[33:65])
+                    cell = data[1:33]
+    return seen

@@ -1,0 +1,250 @@
+"""Recorded exchanges: what was asked (scrubbed, canonical) and every frame of what came back.
+
+Layout of one exchange under its key in the `exchanges` database:
+
+    u32 header length | header (JSON) | page 0
+
+A page is a run of frames, each `u32 length | bytes`, packed up to `PAGE_BYTES`. Page 0 sits in
+the exchange's own value, so a small reply replays from a single read. Pages 1.. live in the
+`frames` database under `record id | u32 page`, and a replay reads them one at a time: memory
+stays bounded by a page, not by the reply.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import lmdb
+
+from pyrula.errors import StoreCorrupt
+from pyrula.journal import blobs
+from pyrula.journal.store import Store
+
+RECORD_FORMAT = 1
+PAGE_BYTES = 64 * 1024
+_U32 = struct.Struct(">I")
+
+
+@dataclass(frozen=True, slots=True)
+class ExchangeRecord:
+    """One recorded reply and how to find the request that produced it."""
+
+    id: str
+    surface: str
+    fingerprint: str
+    request: str  # reference of the scrubbed canonical request document
+    method: str
+    url: str  # scrubbed: no credentials, no secret query parameters
+    status: int
+    headers: list[tuple[str, str]]
+    frames: int
+    size: int
+    pages: int
+    streamed: bool
+    recorded_at: float
+    elapsed_ms: float
+    namespace: str = ""
+    format: int = RECORD_FORMAT
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["headers"] = [list(pair) for pair in self.headers]
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ExchangeRecord:
+        version = data.get("format", 0)
+        if version > RECORD_FORMAT:
+            raise StoreCorrupt(
+                f"record {data.get('id')} has format {version}, newer than this Pyrula reads "
+                f"({RECORD_FORMAT}); upgrade pyrula"
+            )
+        data = dict(data)
+        data["headers"] = [(str(k), str(v)) for k, v in data["headers"]]
+        return cls(**data)
+
+
+def _pack(frames: Iterable[bytes]) -> list[bytes]:
+    pages: list[bytes] = []
+    current = bytearray()
+    for frame in frames:
+        if current and len(current) + len(frame) + 4 > PAGE_BYTES:
+            pages.append(bytes(current))
+            current = bytearray()
+        current += _U32.pack(len(frame))
+        current += frame
+    pages.append(bytes(current))
+    return pages
+
+
+def _unpack(page: bytes | memoryview) -> Iterator[bytes]:
+    view = memoryview(page)
+    offset = 0
+    end = len(view)
+    while offset < end:
+        if offset + 4 > end:
+            raise StoreCorrupt("a recorded frame page is truncated")
+        (length,) = _U32.unpack_from(view, offset)
+        offset += 4
+        if offset + length > end:
+            raise StoreCorrupt("a recorded frame runs past the end of its page")
+        yield bytes(view[offset : offset + length])
+        offset += length
+
+
+def _page_key(record_id: str, page: int) -> bytes:
+    return bytes.fromhex(record_id) + _U32.pack(page)
+
+
+class Exchanges:
+    """Read and write recorded exchanges in a store."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._db = store.exchanges_db
+        self._frames = store.frames_db
+        self._blobs = store.blobs_db
+
+    def get(self, key: bytes) -> tuple[ExchangeRecord, bytes] | None:
+        """The record under `key` and its first page, from one read."""
+        with self.store.read() as txn:
+            value = txn.get(key, db=self._db)
+            if value is None:
+                return None
+            return _decode(value)
+
+    def frames(self, record: ExchangeRecord, first_page: bytes) -> Iterator[bytes]:
+        """The reply's frames in order, one page in memory at a time."""
+        yield from _unpack(first_page)
+        for page in range(1, record.pages):
+            with self.store.read() as txn:
+                data = txn.get(_page_key(record.id, page), db=self._frames)
+                if data is None:
+                    raise StoreCorrupt(f"record {record.id} is missing frame page {page}")
+                data = bytes(data)
+            yield from _unpack(data)
+
+    def body(self, record: ExchangeRecord, first_page: bytes) -> bytes:
+        return b"".join(self.frames(record, first_page))
+
+    def put(
+        self,
+        key: bytes,
+        *,
+        request_doc: dict[str, Any],
+        surface: str,
+        fingerprint: str,
+        method: str,
+        url: str,
+        status: int,
+        headers: list[tuple[str, str]],
+        frames: list[bytes],
+        streamed: bool,
+        elapsed_ms: float,
+        namespace: str = "",
+        extra: dict[str, Any] | None = None,
+    ) -> ExchangeRecord:
+        """Write one exchange in one committed transaction (replacing any record under `key`)."""
+        size = sum(len(f) for f in frames)
+        self.store.check_size(size + len(json.dumps(request_doc)), "recorded exchange")
+        pages = _pack(frames)
+        record_id = os.urandom(16).hex()
+
+        def write(txn: lmdb.Transaction) -> ExchangeRecord:
+            ref = blobs.put_request(txn, self._blobs, request_doc)
+            record = ExchangeRecord(
+                id=record_id,
+                surface=surface,
+                fingerprint=fingerprint,
+                request=ref,
+                method=method,
+                url=url,
+                status=status,
+                headers=headers,
+                frames=len(frames),
+                size=size,
+                pages=len(pages),
+                streamed=streamed,
+                recorded_at=time.time(),
+                elapsed_ms=round(elapsed_ms, 3),
+                namespace=namespace,
+                extra=extra or {},
+            )
+            old = txn.get(key, db=self._db)
+            if old is not None:
+                self._delete_pages(txn, _decode(old)[0])
+            txn.put(key, _encode(record, pages[0]), db=self._db)
+            for number, page in enumerate(pages[1:], start=1):
+                txn.put(_page_key(record_id, number), page, db=self._frames)
+            return record
+
+        return self.store.write(write)
+
+    def _delete_pages(self, txn: lmdb.Transaction, record: ExchangeRecord) -> None:
+        for page in range(1, record.pages):
+            txn.delete(_page_key(record.id, page), db=self._frames)
+
+    def delete(self, keys: Iterable[bytes]) -> int:
+        """Remove records (their frames too); return how many existed."""
+        keys = list(keys)
+
+        def write(txn: lmdb.Transaction) -> int:
+            removed = 0
+            for key in keys:
+                old = txn.get(key, db=self._db)
+                if old is None:
+                    continue
+                self._delete_pages(txn, _decode(old)[0])
+                txn.delete(key, db=self._db)
+                removed += 1
+            return removed
+
+        return self.store.write(write)
+
+    def scan(self, prefix: bytes = b"") -> Iterator[tuple[bytes, ExchangeRecord]]:
+        for key, value in self.store.iter_prefix(self._db, prefix):
+            yield key, _decode(value)[0]
+
+    def request(self, record: ExchangeRecord) -> dict[str, Any]:
+        with self.store.read() as txn:
+            return blobs.get_request(txn, self._blobs, record.request)
+
+    def collect_garbage(self) -> int:
+        """Delete blobs no record reaches any more; return how many went.
+
+        One write transaction for the whole sweep: a writer that shares an existing blob while
+        we sweep would otherwise lose it.
+        """
+
+        def sweep(txn: lmdb.Transaction) -> int:
+            live: set[bytes] = set()
+            for _key, value in txn.cursor(db=self._db):
+                live |= blobs.blob_refs(txn, self._blobs, _decode(value)[0].request)
+            dead = [bytes(k) for k, _ in txn.cursor(db=self._blobs) if bytes(k) not in live]
+            return sum(1 for k in dead if txn.delete(k, db=self._blobs))
+
+        return self.store.write(sweep)
+
+def _encode(record: ExchangeRecord, first_page: bytes) -> bytes:
+    header = json.dumps(record.to_json(), separators=(",", ":")).encode()
+    return _U32.pack(len(header)) + header + first_page
+
+
+def _decode(value: bytes | memoryview) -> tuple[ExchangeRecord, bytes]:
+    data = bytes(value)
+    if len(data) < 4:
+        raise StoreCorrupt("a recorded exchange is truncated")
+    (length,) = _U32.unpack_from(data, 0)
+    try:
+        header = json.loads(data[4 : 4 + length])
+        record = ExchangeRecord.from_json(header)
+    except (ValueError, TypeError, KeyError) as exc:
+        raise StoreCorrupt(f"a recorded exchange header is damaged: {exc}") from exc
+    return record, data[4 + length :]

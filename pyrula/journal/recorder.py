@@ -1,0 +1,79 @@
+"""Writing one live exchange: scrub it, then commit it. Every session records through here."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from pyrula.fingerprints import Canonical, RequestParts, canonical_json
+from pyrula.journal import scrub
+from pyrula.journal.exchanges import ExchangeRecord, Exchanges
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A whole live reply, as the transport saw it."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    frames: list[bytes]
+    elapsed_ms: float
+    streamed: bool
+    # False when the body could not be decoded and is kept as sent, content-encoding and all.
+    decoded: bool = True
+
+
+def request_document(parts: RequestParts, canonical: Canonical) -> dict[str, object]:
+    """The request as it is kept: canonical fields only, no headers, no credentials."""
+    secrets = scrub.secret_values(parts.headers, parts.url)
+    doc = {
+        "surface": canonical.surface,
+        "method": parts.method,
+        "url": scrub.scrub_url(parts.url),
+        "compared": canonical.compared,
+        "meta": canonical.meta,
+    }
+    cleaned = scrub.scrub_bytes(canonical_json(doc), secrets, patterns=True)
+    result: dict[str, object] = json.loads(cleaned)
+    return result
+
+
+def record_exchange(
+    exchanges: Exchanges,
+    key: bytes,
+    parts: RequestParts,
+    canonical: Canonical,
+    reply: Reply,
+    *,
+    namespace: str = "",
+) -> ExchangeRecord:
+    """Scrub a live exchange and commit it under `key`; returns once it is on disk."""
+    secrets = scrub.secret_values(parts.headers, parts.url)
+    is_error = reply.status >= 400
+    frames = reply.frames
+    if secrets or is_error:
+        frames = [scrub.scrub_bytes(f, secrets, patterns=is_error) for f in frames]
+    if reply.decoded:
+        headers = scrub.kept_reply_headers(reply.headers)
+    else:
+        headers = [
+            (k, v)
+            for k, v in reply.headers
+            if k.lower() not in scrub.SECRET_HEADERS
+            and k.lower() not in ("content-length", "transfer-encoding", "connection")
+        ]
+    headers = [(k, scrub.scrub_bytes(v.encode(), secrets).decode()) for k, v in headers]
+    return exchanges.put(
+        key,
+        request_doc=request_document(parts, canonical),
+        surface=canonical.surface,
+        fingerprint=canonical.digest,
+        method=parts.method,
+        url=scrub.scrub_url(parts.url),
+        status=reply.status,
+        headers=headers,
+        frames=frames,
+        streamed=reply.streamed,
+        elapsed_ms=reply.elapsed_ms,
+        namespace=namespace,
+    )

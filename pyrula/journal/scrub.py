@@ -1,0 +1,110 @@
+"""Keeping secrets off disk: what is dropped or masked before anything is written."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+MASK = "[scrubbed]"
+
+# Request or reply headers that carry credentials or session state.
+SECRET_HEADERS = frozenset(
+    {
+        "authorization",
+        "proxy-authorization",
+        "x-api-key",
+        "api-key",
+        "x-goog-api-key",
+        "cookie",
+        "set-cookie",
+        "x-amz-security-token",
+    }
+)
+
+# Reply headers that describe the transfer rather than the reply: a replay re-frames the body.
+TRANSFER_HEADERS = frozenset(
+    {"content-length", "content-encoding", "transfer-encoding", "connection", "keep-alive"}
+)
+
+SECRET_QUERY_PARAMS = frozenset(
+    {
+        "key",
+        "api_key",
+        "api-key",
+        "apikey",
+        "access_token",
+        "token",
+        "sig",
+        "signature",
+        "x-amz-signature",
+        "x-amz-credential",
+        "x-amz-security-token",
+    }
+)
+
+# Secret-shaped values: provider keys, bearer tokens, AWS ids and signatures, OAuth tokens.
+_SECRET_PATTERNS = re.compile(
+    rb"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}"
+    rb"|(?:AKIA|ASIA)[0-9A-Z]{16}"
+    rb"|AIza[0-9A-Za-z_\-]{30,}"
+    rb"|ya29\.[0-9A-Za-z_\-.]{20,}"
+    rb"|(?i:bearer)\s+[A-Za-z0-9._~+/=\-]{12,}"
+    rb"|Credential=[^,\s\"]+"
+    rb"|Signature=[0-9a-fA-F]{32,}"
+)
+
+
+def secret_values(headers: Mapping[str, str], url: str) -> list[bytes]:
+    """The literal credentials a request carries, so they can be masked wherever they echo."""
+    found: list[str] = []
+    for name, value in headers.items():
+        if name.lower() in SECRET_HEADERS and value:
+            found.append(value)
+            scheme, _, token = value.partition(" ")
+            if token and scheme.lower() in {"bearer", "basic", "token"}:
+                found.append(token)
+    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        if name.lower() in SECRET_QUERY_PARAMS and value:
+            found.append(value)
+    # Short values (a user id, "true") would mask innocent text; credentials are long.
+    return sorted({v.encode() for v in found if len(v) >= 8}, key=len, reverse=True)
+
+
+def scrub_bytes(data: bytes, secrets: Iterable[bytes] = (), *, patterns: bool = False) -> bytes:
+    """Mask the given literal secrets and, with `patterns`, anything secret-shaped."""
+    for secret in secrets:
+        if secret in data:
+            data = data.replace(secret, MASK.encode())
+    if patterns:
+        data = _SECRET_PATTERNS.sub(MASK.encode(), data)
+    return data
+
+
+def scrub_text(text: str, secrets: Iterable[bytes] = ()) -> str:
+    return scrub_bytes(text.encode(), secrets, patterns=True).decode("utf-8", "replace")
+
+
+def scrub_url(url: str) -> str:
+    """The URL without user info and without secret query parameters."""
+    parts = urlsplit(url)
+    netloc = parts.hostname or ""
+    if parts.port:
+        netloc = f"{netloc}:{parts.port}"
+    query = urlencode(
+        [
+            (k, v)
+            for k, v in parse_qsl(parts.query, keep_blank_values=True)
+            if k.lower() not in SECRET_QUERY_PARAMS
+        ]
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+
+
+def kept_reply_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Reply headers worth replaying: no credentials, no cookies, no transfer framing."""
+    return [
+        (name, value)
+        for name, value in headers
+        if name.lower() not in SECRET_HEADERS and name.lower() not in TRANSFER_HEADERS
+    ]

@@ -1,0 +1,242 @@
+"""The LMDB store: one environment per folder, one write transaction per journaled fact."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+
+from pyrula.errors import NotAStore, PayloadTooLarge, StoreCorrupt, StoreError, StoreFormatError
+
+# The store's own format: bump on any change to how records are laid out.
+STORE_FORMAT = 1
+_MAGIC = b"pyrula-store"
+
+DEFAULT_PATH = ".pyrula"
+DEFAULT_MAX_RECORD_BYTES = 1_000_000
+_INITIAL_MAP_SIZE = 64 << 20
+_DATABASES = ("meta", "exchanges", "frames", "blobs", "runs", "events", "queue", "tokens")
+
+T = TypeVar("T")
+
+
+def default_path() -> Path:
+    return Path(os.environ.get("PYRULA_STORE") or DEFAULT_PATH)
+
+
+class Store:
+    """A journal store in one folder.
+
+    Several processes may open the same folder: LMDB serialises writers and never blocks readers.
+    Every `write` commits (fsync by default) before it returns, so what a caller was handed is on
+    disk.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        create: bool = True,
+        readonly: bool = False,
+        sync: bool = True,
+        max_record_bytes: int | None = None,
+        map_size: int = _INITIAL_MAP_SIZE,
+    ) -> None:
+        self.path = Path(path) if path is not None else default_path()
+        env_cap = os.environ.get("PYRULA_MAX_RECORD_BYTES")
+        self.max_record_bytes = max_record_bytes or (int(env_cap) if env_cap else None) or (
+            DEFAULT_MAX_RECORD_BYTES
+        )
+        self.readonly = readonly
+        self._grow_lock = threading.Lock()
+        fresh = self._check_folder(create=create and not readonly)
+        try:
+            self.env = lmdb.open(
+                str(self.path),
+                map_size=map_size,
+                max_dbs=len(_DATABASES) + 1,
+                subdir=True,
+                sync=sync,
+                readonly=readonly,
+                max_readers=512,
+            )
+        except lmdb.Error as exc:
+            raise StoreCorrupt(f"{self.path} could not be opened as a Pyrula store: {exc}") from exc
+        if fresh:
+            self._initialise()
+        self._dbs = self._open_readonly_dbs() if readonly else {
+            name: self.env.open_db(name.encode(), create=True) for name in _DATABASES
+        }
+        self.meta_db = self._dbs["meta"]
+        self.exchanges_db = self._dbs["exchanges"]
+        self.frames_db = self._dbs["frames"]
+        self.blobs_db = self._dbs["blobs"]
+
+    # -- opening -------------------------------------------------------------------------------
+
+    def _check_folder(self, *, create: bool) -> bool:
+        """Refuse anything that is not a Pyrula store before LMDB writes a byte; True if new."""
+        data = self.path / "data.mdb"
+        if not self.path.exists():
+            if not create:
+                raise StoreError(f"no store at {self.path}; record something first or pass --store")
+            self.path.mkdir(parents=True)
+            return True
+        if not self.path.is_dir():
+            raise NotAStore(f"{self.path} is a file, not a store folder; point PYRULA_STORE at a folder")
+        if not data.exists():
+            if any(self.path.iterdir()):
+                raise NotAStore(
+                    f"{self.path} is a non-empty folder without a Pyrula store in it; "
+                    "choose an empty or new folder"
+                )
+            if not create:
+                raise StoreError(f"no store at {self.path}; record something first or pass --store")
+            return True
+        self._probe(data)
+        return False
+
+    def _probe(self, data: Path) -> None:
+        """Read the format marker with a read-only, lock-free open that cannot change the files."""
+        try:
+            env = lmdb.open(str(self.path), readonly=True, lock=False, max_dbs=len(_DATABASES) + 1)
+        except lmdb.Error as exc:
+            raise StoreCorrupt(
+                f"{data} is not a readable LMDB file ({exc}); restore it from a copy or "
+                "point PYRULA_STORE at another folder"
+            ) from exc
+        try:
+            with env.begin() as txn:
+                if txn.get(b"meta") is None:
+                    raise NotAStore(
+                        f"{self.path} is an LMDB environment but not a Pyrula store; "
+                        "use a separate folder for Pyrula"
+                    )
+            meta = env.open_db(b"meta", create=False)
+            with env.begin(db=meta) as txn:
+                magic = txn.get(b"magic")
+                version = txn.get(b"format")
+        except lmdb.Error as exc:
+            raise StoreCorrupt(f"{data} is damaged: {exc}") from exc
+        finally:
+            env.close()
+        if magic != _MAGIC or version is None:
+            raise NotAStore(f"{self.path} holds an LMDB database that Pyrula did not write")
+        found = int(version)
+        if found > STORE_FORMAT:
+            raise StoreFormatError(
+                f"{self.path} was written by a newer Pyrula (store format {found}, this one reads "
+                f"up to {STORE_FORMAT}); upgrade pyrula to read it"
+            )
+        if found < 1:
+            raise StoreFormatError(f"{self.path} has unknown store format {found}")
+
+    def _initialise(self) -> None:
+        meta = self.env.open_db(b"meta", create=True)
+        with self.env.begin(write=True, db=meta) as txn:
+            txn.put(b"magic", _MAGIC, overwrite=False)
+            txn.put(b"format", str(STORE_FORMAT).encode(), overwrite=False)
+
+    def _open_readonly_dbs(self) -> dict[str, Any]:
+        dbs: dict[str, Any] = {}
+        for name in _DATABASES:
+            try:
+                dbs[name] = self.env.open_db(name.encode(), create=False)
+            except lmdb.NotFoundError:
+                dbs[name] = None
+        return dbs
+
+    def db(self, name: str) -> Any:
+        return self._dbs[name]
+
+    # -- transactions --------------------------------------------------------------------------
+
+    def write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
+        """Run `fn` in one write transaction and commit it; grow the map and retry when full.
+
+        `fn` may run more than once (after a map resize), so it must only touch the transaction.
+        """
+        if self.readonly:
+            raise StoreError(f"{self.path} was opened read-only")
+        while True:
+            try:
+                with self.env.begin(write=True) as txn:
+                    return fn(txn)
+            except lmdb.MapFullError:
+                self._grow()
+            except lmdb.MapResizedError:
+                # Another process grew the map: adopt its size and try again.
+                self.env.set_mapsize(0)
+
+    def read(self) -> lmdb.Transaction:
+        """A read transaction; use it as a context manager."""
+        try:
+            return self.env.begin(write=False)
+        except lmdb.MapResizedError:
+            self.env.set_mapsize(0)
+            return self.env.begin(write=False)
+
+    def _grow(self) -> None:
+        with self._grow_lock:
+            current = self.env.info()["map_size"]
+            self.env.set_mapsize(current * 2)
+
+    def check_size(self, size: int, what: str = "record") -> None:
+        if size > self.max_record_bytes:
+            raise PayloadTooLarge(size, self.max_record_bytes, what)
+
+    def close(self) -> None:
+        self.env.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def stat(self) -> dict[str, Any]:
+        counts = {}
+        with self.read() as txn:
+            for name, db in self._dbs.items():
+                if db is not None:
+                    counts[name] = txn.stat(db)["entries"]
+        info = self.env.info()
+        return {
+            "path": str(self.path),
+            "format": STORE_FORMAT,
+            "map_size": info["map_size"],
+            "file_bytes": (self.path / "data.mdb").stat().st_size,
+            "entries": counts,
+        }
+
+    def iter_prefix(self, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) in `db` whose key starts with `prefix`, in key order."""
+        if db is None:
+            return
+        with self.read() as txn:
+            cursor = txn.cursor(db=db)
+            if not cursor.set_range(prefix):
+                return
+            for key, value in cursor:
+                if not key.startswith(prefix):
+                    break
+                yield key, value
+
+
+_open_stores: dict[str, Store] = {}
+_open_lock = threading.Lock()
+
+
+def open_store(path: str | os.PathLike[str] | None = None) -> Store:
+    """The process-wide `Store` for a folder: LMDB allows one environment per file per process."""
+    resolved = str((Path(path) if path is not None else default_path()).resolve())
+    with _open_lock:
+        store = _open_stores.get(resolved)
+        if store is None:
+            store = Store(resolved)
+            _open_stores[resolved] = store
+        return store

@@ -1,0 +1,161 @@
+"""The pytest plugin (auto-loaded): each marked test runs inside its own cassette.
+
+    @pytest.mark.pyrula                 # cassette named after the test
+    @pytest.mark.pyrula(name="shared", mode="new_episodes")
+    def test_x(pyrula_cassette): ...    # the fixture activates one too, and hands it over
+
+`--pyrula-record-mode` sets the mode for the run (default `none`: replay only, network blocked).
+At the end the plugin lists recordings no test used (and prunes them with
+`--pyrula-prune-unused`) and flags recordings older than `--pyrula-max-age` days. Workers of
+pytest-xdist share one store safely; each reports on the tests it ran.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+
+from pyrula.cassette import MODES, Cassette, Mode, namespace_prefix
+from pyrula.journal.exchanges import Exchanges
+from pyrula.journal.store import Store, open_store
+
+_STATE = pytest.StashKey["_PluginState"]()
+
+
+class _PluginState:
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.mode = cast(Mode, config.getoption("pyrula_record_mode"))
+        store = config.getoption("pyrula_store") or config.getini("pyrula_store")
+        self.store_path = Path(store or os.environ.get("PYRULA_STORE") or config.rootpath / ".pyrula")
+        max_age = config.getoption("pyrula_max_age") or config.getini("pyrula_max_age_days")
+        self.max_age_days = float(max_age) if max_age else None
+        self.prune = bool(config.getoption("pyrula_prune_unused"))
+        self.cassettes: list[Cassette] = []
+        self._store: Store | None = None
+
+    @property
+    def store(self) -> Store:
+        if self._store is None:
+            self._store = open_store(self.store_path)
+        return self._store
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("pyrula", "record and replay model calls")
+    group.addoption(
+        "--pyrula-record-mode",
+        choices=MODES,
+        default=os.environ.get("PYRULA_RECORD_MODE", "none"),
+        help="cassette mode for marked tests (default: none, replay only)",
+    )
+    group.addoption("--pyrula-store", default=None, help="store folder (default ./.pyrula)")
+    group.addoption(
+        "--pyrula-max-age", default=None, help="flag recordings older than this many days"
+    )
+    group.addoption(
+        "--pyrula-prune-unused",
+        action="store_true",
+        default=False,
+        help="delete recordings of the tests that ran which no test used",
+    )
+    parser.addini("pyrula_store", "store folder for recordings", default="")
+    parser.addini("pyrula_max_age_days", "flag recordings older than this many days", default="")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "pyrula(name=None, mode=None): run the test inside a pyrula cassette "
+        "(named after the test unless given)",
+    )
+    config.stash[_STATE] = _PluginState(config)
+
+
+def _cassette_for(item: pytest.Item, state: _PluginState) -> Cassette:
+    marker = item.get_closest_marker("pyrula")
+    kwargs: dict[str, Any] = dict(marker.kwargs) if marker else {}
+    name = kwargs.get("name") or (marker.args[0] if marker and marker.args else None) or item.nodeid
+    mode = kwargs.get("mode") or state.mode
+    return Cassette(name, mode, store=state.store, allow_hosts=kwargs.get("allow_hosts", ()))
+
+
+@pytest.fixture
+def pyrula_cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
+    """The test's cassette, active for the whole test."""
+    state: _PluginState = request.config.stash[_STATE]
+    active = request.node.stash.get(_ACTIVE, None)
+    if active is not None:
+        yield active
+        return
+    cassette = _cassette_for(request.node, state)
+    state.cassettes.append(cassette)
+    with cassette:
+        yield cassette
+
+
+_ACTIVE = pytest.StashKey[Cassette]()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    if item.get_closest_marker("pyrula") is None or "pyrula_cassette" in getattr(
+        item, "fixturenames", ()
+    ):
+        return (yield)
+    state: _PluginState = item.config.stash[_STATE]
+    cassette = _cassette_for(item, state)
+    state.cassettes.append(cassette)
+    item.stash[_ACTIVE] = cassette
+    with cassette:
+        return (yield)
+
+
+def pytest_terminal_summary(
+    terminalreporter: Any, exitstatus: int, config: pytest.Config
+) -> None:
+    state: _PluginState | None = config.stash.get(_STATE, None)
+    if state is None or not state.cassettes:
+        return
+    exchanges = Exchanges(state.store)
+    unused: list[tuple[bytes, str]] = []
+    stale: list[tuple[str, float]] = []
+    now = time.time()
+    for cassette in {c.name: c for c in state.cassettes}.values():
+        if cassette.mode not in ("none", "once", "new_episodes"):
+            continue
+        used = set().union(*(c.stats.used for c in state.cassettes if c.name == cassette.name))
+        for key, record in exchanges.scan(namespace_prefix(cassette.name)):
+            if key not in used:
+                unused.append((key, cassette.name))
+            if state.max_age_days and now - record.recorded_at > state.max_age_days * 86400:
+                stale.append((cassette.name, (now - record.recorded_at) / 86400))
+    if not unused and not stale:
+        return
+    terminalreporter.section("pyrula")
+    if unused:
+        verb = "pruned" if state.prune else "unused"
+        terminalreporter.write_line(f"{len(unused)} recording(s) {verb}:")
+        for name in sorted({name for _, name in unused}):
+            count = sum(1 for _, n in unused if n == name)
+            terminalreporter.write_line(f"  {name}: {count}")
+        if state.prune and exitstatus == 0:
+            exchanges.delete(key for key, _ in unused)
+        elif state.prune:
+            # A failing test may not have reached its calls yet: pruning now could lose them.
+            terminalreporter.write_line("  (not pruned: some tests failed)")
+        else:
+            terminalreporter.write_line("  (delete them with --pyrula-prune-unused)")
+    if stale:
+        terminalreporter.write_line(
+            f"{len(stale)} recording(s) older than {state.max_age_days:g} days; "
+            "re-record them with --pyrula-record-mode=all:"
+        )
+        for name in sorted({name for name, _ in stale}):
+            oldest = max(age for n, age in stale if n == name)
+            terminalreporter.write_line(f"  {name}: oldest {oldest:.0f} days")

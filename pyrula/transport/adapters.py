@@ -1,0 +1,204 @@
+"""The four transports: httpx and httpx2, sync and async, each a thin type translation of the core.
+
+httpx2 is a fork of httpx with the same shapes under another module, so one set of helpers is
+written against "the library" and each adapter names which library it serves.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Iterator
+from types import ModuleType
+from typing import Any
+
+import httpx
+import httpx2
+
+from pyrula.fingerprints import Canonical
+from pyrula.transport.core import JournalCore, Live, Recording, Replay, Session
+
+_REPLAY_EXTENSIONS = {"http_version": b"HTTP/1.1", "reason_phrase": b""}
+
+
+def _request_parts(request: Any) -> tuple[str, str, dict[str, str], bytes]:
+    headers = {k.lower(): v for k, v in request.headers.items()}
+    return request.method, str(request.url), headers, request.content
+
+
+def _stream_classes(lib: ModuleType) -> tuple[type, type, type, type]:
+    """Replay and tee byte streams that are instances of `lib`'s own stream base classes."""
+
+    class SyncFrames(lib.SyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, frames: Iterator[bytes]) -> None:
+            self._frames = frames
+
+        def __iter__(self) -> Iterator[bytes]:
+            yield from self._frames
+
+    class AsyncFrames(lib.AsyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, frames: Iterator[bytes]) -> None:
+            self._frames = frames
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            for frame in self._frames:
+                yield frame
+
+    class SyncTee(lib.SyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any, recording: Recording) -> None:
+            self._inner = inner
+            self._recording = recording
+
+        def __iter__(self) -> Iterator[bytes]:
+            for chunk in self._inner:
+                self._recording.feed(chunk)
+                yield chunk
+            self._recording.eof()
+
+        def close(self) -> None:
+            if not self._recording.finished:
+                self._recording.abandon()
+            self._inner.close()
+
+    class AsyncTee(lib.AsyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any, recording: Recording) -> None:
+            self._inner = inner
+            self._recording = recording
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            async for chunk in self._inner:
+                self._recording.feed(chunk)
+                yield chunk
+            self._recording.eof()
+
+        async def aclose(self) -> None:
+            if not self._recording.finished:
+                self._recording.abandon()
+            await self._inner.aclose()
+
+    return SyncFrames, AsyncFrames, SyncTee, AsyncTee
+
+
+_STREAMS = {httpx: _stream_classes(httpx), httpx2: _stream_classes(httpx2)}
+
+
+class _Adapter:
+    _lib: ModuleType
+
+    def __init__(self, inner: Any = None, *, session: Session | None = None) -> None:
+        self._inner = inner
+        self._core = JournalCore(session)
+        self._sync_frames, self._async_frames, self._sync_tee, self._async_tee = _STREAMS[
+            self._lib
+        ]
+
+    def _replayed(self, plan: Replay, request: Any, *, sync: bool) -> Any:
+        stream = (self._sync_frames if sync else self._async_frames)(plan.frames)
+        return self._lib.Response(
+            plan.status,
+            headers=plan.headers,
+            stream=stream,
+            request=request,
+            extensions=_REPLAY_EXTENSIONS,
+        )
+
+    def _teed(
+        self, response: Any, plan: Live, canonical: Canonical, started: float, *, sync: bool
+    ) -> Any:
+        if plan.on_complete is None:
+            return response
+        headers = list(response.headers.multi_items())
+        recording = JournalCore.recording(
+            canonical, response.status_code, headers, plan.on_complete, started
+        )
+        tee = (self._sync_tee if sync else self._async_tee)(response.stream, recording)
+        return self._lib.Response(
+            response.status_code,
+            headers=headers,
+            stream=tee,
+            request=response.request if _has_request(response) else None,
+            extensions=response.extensions,
+        )
+
+
+def _has_request(response: Any) -> bool:
+    try:
+        response.request  # noqa: B018 - raises when the transport set none
+    except RuntimeError:
+        return False
+    return True
+
+
+class _SyncAdapter(_Adapter):
+    def handle_request(self, request: Any) -> Any:
+        request.read()
+        planned = self._core.plan(*_request_parts(request))
+        if planned is not None and isinstance(planned[0], Replay):
+            return self._replayed(planned[0], request, sync=True)
+        started = time.perf_counter()
+        response = self._inner_transport().handle_request(request)
+        if planned is None:
+            return response
+        plan, canonical = planned
+        assert isinstance(plan, Live)
+        return self._teed(response, plan, canonical, started, sync=True)
+
+    def _inner_transport(self) -> Any:
+        if self._inner is None:
+            self._inner = self._lib.HTTPTransport()
+        return self._inner
+
+    def close(self) -> None:
+        if self._inner is not None:
+            self._inner.close()
+
+
+class _AsyncAdapter(_Adapter):
+    async def handle_async_request(self, request: Any) -> Any:
+        await request.aread()
+        planned = self._core.plan(*_request_parts(request))
+        if planned is not None and isinstance(planned[0], Replay):
+            return self._replayed(planned[0], request, sync=False)
+        started = time.perf_counter()
+        response = await self._inner_transport().handle_async_request(request)
+        if planned is None:
+            return response
+        plan, canonical = planned
+        assert isinstance(plan, Live)
+        return self._teed(response, plan, canonical, started, sync=False)
+
+    def _inner_transport(self) -> Any:
+        if self._inner is None:
+            self._inner = self._lib.AsyncHTTPTransport()
+        return self._inner
+
+    async def aclose(self) -> None:
+        if self._inner is not None:
+            await self._inner.aclose()
+
+
+class HttpxTransport(_SyncAdapter, httpx.BaseTransport):
+    """A journaling `httpx` transport (openai 2.x, anthropic 0.x): records or replays each call.
+
+    `inner` is the transport that really sends (default: `httpx.HTTPTransport()`); `session`
+    binds it to one cassette, else it follows the cassette or run active where it is called.
+    """
+
+    _lib = httpx
+
+
+class AsyncHttpxTransport(_AsyncAdapter, httpx.AsyncBaseTransport):
+    """The async twin of `HttpxTransport`."""
+
+    _lib = httpx
+
+
+class Httpx2Transport(_SyncAdapter, httpx2.BaseTransport):
+    """A journaling `httpx2` transport (openai 3.x, anthropic 2.x, google-genai 3.x)."""
+
+    _lib = httpx2
+
+
+class AsyncHttpx2Transport(_AsyncAdapter, httpx2.AsyncBaseTransport):
+    """The async twin of `Httpx2Transport`."""
+
+    _lib = httpx2

@@ -1,0 +1,161 @@
+"""The stack-neutral journal core: here is a request; give me a reply, recorded or replayed.
+
+The four transport adapters (httpx and httpx2, sync and async) only translate types around this.
+Who decides between recording and replaying is a `Session` (a cassette now, a run later); the core
+does the framing, teeing and committing that every session needs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Protocol
+
+from pyrula.fingerprints import Canonical, RequestParts, canonicalize
+from pyrula.journal.recorder import Reply
+from pyrula.transport.framing import Completion, Decoder, completion_for, decoder_for
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A recorded reply to hand back instead of sending the request."""
+
+    status: int
+    headers: list[tuple[str, str]]
+    frames: Iterator[bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class Live:
+    """Send the request; `on_complete` (when set) receives the reply once it is whole."""
+
+    on_complete: Callable[[Reply], None] | None
+
+
+Plan = Replay | Live
+
+
+class Session(Protocol):
+    """Decides, per request, whether to replay, record or pass through."""
+
+    def plan(self, parts: RequestParts, canonical: Canonical) -> Plan: ...
+
+
+_current: ContextVar[Session | None] = ContextVar("pyrula_session", default=None)
+# Threads started without the caller's context still see the innermost active session.
+_process_stack: list[Session] = []
+
+
+def current_session() -> Session | None:
+    return _current.get() or (_process_stack[-1] if _process_stack else None)
+
+
+def push_session(session: Session) -> object:
+    _process_stack.append(session)
+    return _current.set(session)
+
+
+def pop_session(session: Session, token: object) -> None:
+    _current.reset(token)  # type: ignore[arg-type]
+    if session in _process_stack:
+        _process_stack.remove(session)
+
+
+class Recording:
+    """The tee's sink: collects a live reply's frames and commits them at its provider's end."""
+
+    def __init__(
+        self,
+        canonical: Canonical,
+        status: int,
+        headers: list[tuple[str, str]],
+        on_complete: Callable[[Reply], None],
+        started: float,
+    ) -> None:
+        lowered = {k.lower(): v for k, v in headers}
+        self._decoder: Decoder | None = decoder_for(lowered.get("content-encoding", ""))
+        content_type = lowered.get("content-type", "")
+        self._completion: Completion = completion_for(
+            canonical.surface if self._decoder else "", content_type, canonical.compared,
+            canonical.meta,
+        )
+        self._status = status
+        self._headers = headers
+        self._on_complete = on_complete
+        self._started = started
+        self._streamed = "event-stream" in content_type
+        self._frames: list[bytes] = []
+        self.finished = False
+
+    def feed(self, chunk: bytes) -> None:
+        """Take one chunk as it passes; commit first if it completes the reply."""
+        if self.finished:
+            return
+        data = self._decoder.decode(chunk) if self._decoder else chunk
+        if data:
+            self._frames.append(data)
+            self._completion.feed(data)
+        if self._completion.complete:
+            self._commit()
+
+    def eof(self) -> None:
+        """The reply ended: commit it if its provider's rules say it is whole."""
+        if self.finished:
+            return
+        if self._decoder:
+            tail = self._decoder.flush()
+            if tail:
+                self._frames.append(tail)
+                self._completion.feed(tail)
+        if self._completion.complete or self._completion.at_eof():
+            self._commit()
+        else:
+            self.finished = True  # truncated: never recorded as complete
+
+    def abandon(self) -> None:
+        """The caller stopped reading first: nothing is recorded."""
+        self.finished = True
+        self._frames = []
+
+    def _commit(self) -> None:
+        self.finished = True
+        frames, self._frames = self._frames, []
+        self._on_complete(
+            Reply(
+                status=self._status,
+                headers=self._headers,
+                frames=frames,
+                elapsed_ms=(time.perf_counter() - self._started) * 1000,
+                streamed=self._streamed,
+                decoded=self._decoder is not None,
+            )
+        )
+
+
+class JournalCore:
+    """Turns a request into a plan, using the bound session or the one active in context."""
+
+    def __init__(self, session: Session | None = None) -> None:
+        self._session = session
+
+    def plan(
+        self, method: str, url: str, headers: dict[str, str], body: bytes
+    ) -> tuple[Plan, Canonical] | None:
+        session = self._session or current_session()
+        if session is None:
+            return None
+        parts = RequestParts(method=method, url=url, headers=headers, body=body)
+        canonical = canonicalize(parts)
+        return session.plan(parts, canonical), canonical
+
+    @staticmethod
+    def recording(
+        canonical: Canonical,
+        status: int,
+        headers: list[tuple[str, str]],
+        on_complete: Callable[[Reply], None],
+        started: float,
+    ) -> Recording:
+        return Recording(canonical, status, headers, on_complete, started)

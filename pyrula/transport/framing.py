@@ -1,0 +1,246 @@
+"""Sans-I/O framing of live replies: when has a provider finished answering?
+
+A recorder feeds the decoded reply bytes in as they arrive and asks `complete`. Each provider ends
+a streamed answer its own way (SDK-FACTS.md); a plain body is complete at its end.
+"""
+
+from __future__ import annotations
+
+import json
+import zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    event: str
+    data: str
+
+
+class SSEDecoder:
+    """Incremental server-sent-events parser over bytes split anywhere.
+
+    httpx2 and httpx-sse parse SSE only from a live response object; a tee needs to push bytes in,
+    so this is the small sans-I/O core of the same format (WHATWG event-stream).
+    """
+
+    def __init__(self) -> None:
+        self._buffer = b""
+        self._event = ""
+        self._data: list[str] = []
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        self._buffer += chunk
+        events: list[SSEEvent] = []
+        while True:
+            cut = _line_end(self._buffer)
+            if cut is None:
+                return events
+            end, width = cut
+            line = self._buffer[:end].decode("utf-8", "replace")
+            self._buffer = self._buffer[end + width :]
+            event = self._line(line)
+            if event is not None:
+                events.append(event)
+
+    def close(self) -> list[SSEEvent]:
+        """Flush at end of stream: a final event with no blank line after it still counts."""
+        events = self.feed(b"\n") if self._buffer else []
+        if self._data or self._event:
+            event = self._line("")
+            if event is not None:
+                events.append(event)
+        return events
+
+    def _line(self, line: str) -> SSEEvent | None:
+        if not line:
+            if not self._data and not self._event:
+                return None
+            event = SSEEvent(self._event or "message", "\n".join(self._data))
+            self._event, self._data = "", []
+            return event
+        if line.startswith(":"):
+            return None
+        name, _, value = line.partition(":")
+        if value.startswith(" "):
+            value = value[1:]
+        if name == "event":
+            self._event = value
+        elif name == "data":
+            self._data.append(value)
+        return None
+
+
+def _line_end(buffer: bytes) -> tuple[int, int] | None:
+    """Where the first line ends and how wide its terminator is (\\r\\n, \\n or \\r)."""
+    n = buffer.find(b"\n")
+    r = buffer.find(b"\r")
+    if r == -1 and n == -1:
+        return None
+    if r == -1 or (n != -1 and n < r):
+        return n, 1
+    if r + 1 < len(buffer):
+        return r, 2 if buffer[r + 1 : r + 2] == b"\n" else 1
+    # A trailing \r may be the first half of \r\n: wait for the next byte.
+    return None
+
+
+class Completion(Protocol):
+    """Decides, from the decoded reply bytes, whether the provider has finished."""
+
+    def feed(self, chunk: bytes) -> None: ...
+
+    @property
+    def complete(self) -> bool: ...
+
+    def at_eof(self) -> bool:
+        """Whether the reply counts as complete once the connection ends."""
+        ...
+
+
+class BodyCompletion:
+    """A plain body (or a stream with no terminal marker) is complete when it ends."""
+
+    complete = False
+
+    def feed(self, chunk: bytes) -> None:
+        return None
+
+    def at_eof(self) -> bool:
+        return True
+
+
+class SSECompletion:
+    """A server-sent-event stream, complete once `is_terminal` accepts an event."""
+
+    def __init__(self, is_terminal: Callable[[SSEEvent], bool], *, eof_ends: bool = False) -> None:
+        self._decoder = SSEDecoder()
+        self._is_terminal = is_terminal
+        self._eof_ends = eof_ends
+        self.complete = False
+
+    def feed(self, chunk: bytes) -> None:
+        if self.complete:
+            return
+        for event in self._decoder.feed(chunk):
+            if self._is_terminal(event):
+                self.complete = True
+                return
+
+    def at_eof(self) -> bool:
+        if not self.complete:
+            for event in self._decoder.close():
+                if self._is_terminal(event):
+                    self.complete = True
+        return self.complete or self._eof_ends
+
+
+def _json(data: str) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        return None
+
+
+class _OpenAIChatTerminal:
+    """`[DONE]`, or every choice finished (and the usage chunk seen, when it was asked for)."""
+
+    def __init__(self, choices: int, wants_usage: bool) -> None:
+        self._choices = max(choices, 1)
+        self._wants_usage = wants_usage
+        self._finished: set[int] = set()
+        self._usage = False
+
+    def __call__(self, event: SSEEvent) -> bool:
+        if event.data.strip() == "[DONE]":
+            return True
+        chunk = _json(event.data)
+        if not isinstance(chunk, dict):
+            return False
+        for choice in chunk.get("choices") or ():
+            if isinstance(choice, dict) and choice.get("finish_reason"):
+                self._finished.add(int(choice.get("index", 0)))
+        if chunk.get("usage"):
+            self._usage = True
+        return len(self._finished) >= self._choices and (self._usage or not self._wants_usage)
+
+
+_RESPONSES_TERMINALS = frozenset(
+    {"response.completed", "response.incomplete", "response.failed", "error"}
+)
+_ANTHROPIC_TERMINALS = frozenset({"message_stop", "error"})
+
+
+def _event_type(event: SSEEvent) -> str:
+    if event.event != "message":
+        return event.event
+    data = _json(event.data)
+    return str(data.get("type", "")) if isinstance(data, dict) else ""
+
+
+def _gemini_finished(event: SSEEvent) -> bool:
+    data = _json(event.data)
+    candidates = data.get("candidates") if isinstance(data, dict) else None
+    return bool(candidates) and all(
+        isinstance(c, dict) and c.get("finishReason") for c in candidates
+    )
+
+
+def completion_for(
+    surface: str, content_type: str, compared: dict[str, Any], meta: dict[str, Any]
+) -> Completion:
+    """The completion rule for a reply to a request on `surface` with this content type."""
+    if "text/event-stream" not in content_type:
+        return BodyCompletion()
+    if surface == "openai.chat":
+        options = meta.get("stream_options") or {}
+        wants_usage = isinstance(options, dict) and bool(options.get("include_usage"))
+        n = compared.get("n") or meta.get("n") or 1
+        return SSECompletion(_OpenAIChatTerminal(int(n), wants_usage))
+    if surface == "openai.responses":
+        return SSECompletion(lambda e: _event_type(e) in _RESPONSES_TERMINALS)
+    if surface.startswith("anthropic."):
+        return SSECompletion(lambda e: _event_type(e) in _ANTHROPIC_TERMINALS)
+    if surface.startswith("gemini."):
+        # Gemini has no end marker: the stream is whole if its last candidates finished.
+        return SSECompletion(_gemini_finished, eof_ends=False)
+    return SSECompletion(lambda e: False, eof_ends=True)
+
+
+class Decoder(Protocol):
+    def decode(self, chunk: bytes) -> bytes: ...
+
+    def flush(self) -> bytes: ...
+
+
+class _Identity:
+    def decode(self, chunk: bytes) -> bytes:
+        return chunk
+
+    def flush(self) -> bytes:
+        return b""
+
+
+class _Zlib:
+    def __init__(self, wbits: int) -> None:
+        self._z = zlib.decompressobj(wbits)
+
+    def decode(self, chunk: bytes) -> bytes:
+        return self._z.decompress(chunk)
+
+    def flush(self) -> bytes:
+        return self._z.flush()
+
+
+def decoder_for(content_encoding: str) -> Decoder | None:
+    """A decoder for the reply's content-encoding, or None when we cannot decode it."""
+    encoding = content_encoding.strip().lower()
+    if encoding in ("", "identity"):
+        return _Identity()
+    if encoding in ("gzip", "x-gzip"):
+        return _Zlib(16 + zlib.MAX_WBITS)
+    if encoding == "deflate":
+        return _Zlib(32 + zlib.MAX_WBITS)
+    return None

@@ -1,0 +1,110 @@
+"""Does a live reply still look like its recording? (cassette mode `verify`)
+
+Values always differ between two model replies; what breaks a recorded suite is a change of
+shape: a field that appeared or went away, a type that changed, a model alias now answered by
+another model, a status that moved.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyrula.transport.framing import SSEDecoder
+
+_TYPE_NAMES = {bool: "bool", int: "number", float: "number", str: "string", type(None): "null"}
+
+
+def _shape(value: Any, path: str, into: set[str]) -> None:
+    if isinstance(value, dict):
+        into.add(f"{path or '$'}:object")
+        for key, item in value.items():
+            _shape(item, f"{path}.{key}" if path else key, into)
+    elif isinstance(value, list):
+        into.add(f"{path or '$'}:array")
+        for item in value:
+            _shape(item, f"{path}[]", into)
+    else:
+        into.add(f"{path or '$'}:{_TYPE_NAMES.get(type(value), 'value')}")
+
+
+def reply_shape(body: bytes) -> tuple[set[str], set[str]]:
+    """The set of `path:type` entries of a JSON or SSE body, and the models it names."""
+    shape: set[str] = set()
+    models: set[str] = set()
+    documents: list[tuple[str, Any]] = []
+    try:
+        documents.append(("", json.loads(body)))
+    except ValueError:
+        decoder = SSEDecoder()
+        for event in [*decoder.feed(body), *decoder.close()]:
+            try:
+                documents.append((event.event, json.loads(event.data)))
+            except ValueError:
+                documents.append((event.event, event.data))
+    for event, document in documents:
+        _shape(document, f"<{event}>" if event and event != "message" else "", shape)
+        _models(document, models)
+    return shape, models
+
+
+def _models(value: Any, into: set[str]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if key in ("model", "modelVersion") and isinstance(item, str):
+                into.add(item)
+            else:
+                _models(item, into)
+    elif isinstance(value, list):
+        for item in value:
+            _models(item, into)
+
+
+@dataclass
+class VerifyResult:
+    surface: str
+    recorded_status: int
+    live_status: int
+    added: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    recorded_models: list[str] = field(default_factory=list)
+    live_models: list[str] = field(default_factory=list)
+    record_id: str = ""
+
+    @property
+    def matches(self) -> bool:
+        return (
+            self.recorded_status == self.live_status
+            and not self.added
+            and not self.removed
+            and self.recorded_models == self.live_models
+        )
+
+    def describe(self) -> str:
+        if self.matches:
+            return f"{self.record_id[:12]} {self.surface}: matches"
+        notes = []
+        if self.recorded_status != self.live_status:
+            notes.append(f"status {self.recorded_status} -> {self.live_status}")
+        if self.recorded_models != self.live_models:
+            notes.append(f"model {self.recorded_models} -> {self.live_models}")
+        notes += [f"new field {p}" for p in self.added[:10]]
+        notes += [f"missing field {p}" for p in self.removed[:10]]
+        return f"{self.record_id[:12]} {self.surface}: " + "; ".join(notes)
+
+
+def compare_replies(
+    surface: str, recorded_status: int, recorded: bytes, live_status: int, live: bytes
+) -> VerifyResult:
+    old_shape, old_models = reply_shape(recorded)
+    new_shape, new_models = reply_shape(live)
+    return VerifyResult(
+        surface=surface,
+        recorded_status=recorded_status,
+        live_status=live_status,
+        added=sorted(new_shape - old_shape),
+        removed=sorted(old_shape - new_shape),
+        recorded_models=sorted(old_models),
+        live_models=sorted(new_models),
+    )
