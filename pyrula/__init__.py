@@ -4,6 +4,7 @@ from pyrula.cassette import Cassette, VerifyMismatch, cassette
 from pyrula.errors import (
     NetworkBlocked,
     NotAStore,
+    OfflineViolation,
     PayloadTooLarge,
     PyrulaError,
     ReplayMiss,
@@ -29,6 +30,7 @@ __all__ = [
     "HttpxTransport",
     "NetworkBlocked",
     "NotAStore",
+    "OfflineViolation",
     "PayloadTooLarge",
     "PyrulaError",
     "ReplayMiss",

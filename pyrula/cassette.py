@@ -138,6 +138,9 @@ class Cassette:
                 frames=self.exchanges.frames(record, first_page),
             )
         if self.mode == "none" or (self.mode == "once" and self._had_records):
+            with self._lock:
+                # A miss consumed no recording: a retry of the same request is the same miss.
+                self._seen[canonical.digest] = occurrence
             raise self._miss(parts, canonical, occurrence)
         return Live(self._recorder(key, parts, canonical))
 

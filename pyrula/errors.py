@@ -35,7 +35,16 @@ class PayloadTooLarge(PyrulaError):
         )
 
 
-class ReplayMiss(PyrulaError):
+class OfflineViolation(BaseException):
+    """A replay-only run asked for something it does not have.
+
+    Like pytest's own outcome exceptions this derives from BaseException: SDKs wrap and retry
+    any `Exception` raised by their transport (openai 2.x turns it into `APIConnectionError`
+    after sleeping through its retries), which would bury the one message that names the fix.
+    """
+
+
+class ReplayMiss(OfflineViolation):
     """A replay-only cassette was asked for a request it never recorded."""
 
     def __init__(self, message: str, *, nearest: str | None = None, diffs: list[str] | None = None):
@@ -44,7 +53,7 @@ class ReplayMiss(PyrulaError):
         super().__init__(message)
 
 
-class NetworkBlocked(PyrulaError):
+class NetworkBlocked(OfflineViolation):
     """A request tried to reach the network while a replay-only cassette was active."""
 
 

@@ -52,10 +52,31 @@ class Store:
             DEFAULT_MAX_RECORD_BYTES
         )
         self.readonly = readonly
-        self._grow_lock = threading.Lock()
+        self._key = str(self.path.resolve())
+        with _registry_lock:
+            shared = _environments.get(self._key)
+            if shared is not None:
+                # LMDB forbids opening one environment twice in a process: share it.
+                if shared.readonly and not readonly:
+                    raise StoreError(f"{self.path} is already open read-only in this process")
+                shared.refs += 1
+            else:
+                shared = _SharedEnv(self._open(create, readonly, sync, map_size), readonly)
+                _environments[self._key] = shared
+        self._shared = shared
+        self.env = shared.env
+        self._dbs = shared.dbs
+        self.meta_db = self._dbs["meta"]
+        self.exchanges_db = self._dbs["exchanges"]
+        self.frames_db = self._dbs["frames"]
+        self.blobs_db = self._dbs["blobs"]
+
+    # -- opening -------------------------------------------------------------------------------
+
+    def _open(self, create: bool, readonly: bool, sync: bool, map_size: int) -> lmdb.Environment:
         fresh = self._check_folder(create=create and not readonly)
         try:
-            self.env = lmdb.open(
+            env = lmdb.open(
                 str(self.path),
                 map_size=map_size,
                 max_dbs=len(_DATABASES) + 1,
@@ -67,16 +88,8 @@ class Store:
         except lmdb.Error as exc:
             raise StoreCorrupt(f"{self.path} could not be opened as a Pyrula store: {exc}") from exc
         if fresh:
-            self._initialise()
-        self._dbs = self._open_readonly_dbs() if readonly else {
-            name: self.env.open_db(name.encode(), create=True) for name in _DATABASES
-        }
-        self.meta_db = self._dbs["meta"]
-        self.exchanges_db = self._dbs["exchanges"]
-        self.frames_db = self._dbs["frames"]
-        self.blobs_db = self._dbs["blobs"]
-
-    # -- opening -------------------------------------------------------------------------------
+            _initialise(env)
+        return env
 
     def _check_folder(self, *, create: bool) -> bool:
         """Refuse anything that is not a Pyrula store before LMDB writes a byte; True if new."""
@@ -135,21 +148,6 @@ class Store:
         if found < 1:
             raise StoreFormatError(f"{self.path} has unknown store format {found}")
 
-    def _initialise(self) -> None:
-        meta = self.env.open_db(b"meta", create=True)
-        with self.env.begin(write=True, db=meta) as txn:
-            txn.put(b"magic", _MAGIC, overwrite=False)
-            txn.put(b"format", str(STORE_FORMAT).encode(), overwrite=False)
-
-    def _open_readonly_dbs(self) -> dict[str, Any]:
-        dbs: dict[str, Any] = {}
-        for name in _DATABASES:
-            try:
-                dbs[name] = self.env.open_db(name.encode(), create=False)
-            except lmdb.NotFoundError:
-                dbs[name] = None
-        return dbs
-
     def db(self, name: str) -> Any:
         return self._dbs[name]
 
@@ -181,7 +179,7 @@ class Store:
             return self.env.begin(write=False)
 
     def _grow(self) -> None:
-        with self._grow_lock:
+        with self._shared.lock:
             current = self.env.info()["map_size"]
             self.env.set_mapsize(current * 2)
 
@@ -190,7 +188,13 @@ class Store:
             raise PayloadTooLarge(size, self.max_record_bytes, what)
 
     def close(self) -> None:
-        self.env.close()
+        with _registry_lock:
+            if self._shared.refs == 0:
+                return
+            self._shared.refs -= 1
+            if self._shared.refs == 0:
+                _environments.pop(self._key, None)
+                self.env.close()
 
     def __enter__(self) -> Store:
         return self
@@ -227,16 +231,41 @@ class Store:
                 yield key, value
 
 
+def _initialise(env: lmdb.Environment) -> None:
+    meta = env.open_db(b"meta", create=True)
+    with env.begin(write=True, db=meta) as txn:
+        txn.put(b"magic", _MAGIC, overwrite=False)
+        txn.put(b"format", str(STORE_FORMAT).encode(), overwrite=False)
+
+
+class _SharedEnv:
+    """One process's handle on an environment, shared by every `Store` of that folder."""
+
+    def __init__(self, env: lmdb.Environment, readonly: bool) -> None:
+        self.env = env
+        self.readonly = readonly
+        self.refs = 1
+        self.lock = threading.Lock()
+        self.dbs: dict[str, Any] = {}
+        for name in _DATABASES:
+            try:
+                self.dbs[name] = env.open_db(name.encode(), create=not readonly)
+            except lmdb.NotFoundError:
+                self.dbs[name] = None
+
+
+_environments: dict[str, _SharedEnv] = {}
+_registry_lock = threading.Lock()
 _open_stores: dict[str, Store] = {}
-_open_lock = threading.Lock()
 
 
 def open_store(path: str | os.PathLike[str] | None = None) -> Store:
-    """The process-wide `Store` for a folder: LMDB allows one environment per file per process."""
+    """The process-wide `Store` for a folder, opened on first use and kept open."""
     resolved = str((Path(path) if path is not None else default_path()).resolve())
-    with _open_lock:
+    with _registry_lock:
         store = _open_stores.get(resolved)
-        if store is None:
-            store = Store(resolved)
+    if store is None or store._shared.refs == 0:
+        store = Store(resolved)
+        with _registry_lock:
             _open_stores[resolved] = store
-        return store
+    return store

@@ -1,0 +1,178 @@
+"""The JSONL interchange format: one recorded exchange per line, exported and imported exactly.
+
+A line is one JSON object with sorted keys and ASCII-only escapes:
+
+    {"frames": [...], "key": "<hex>", "record": {...}, "request": {...}, "v": 1}
+
+`key` is the exchange's LMDB key, `record` its header (`ExchangeRecord.to_json()`), `request` its
+scrubbed request document and `frames` the reply as recorded, each `{"text": ...}` when the frame
+is valid UTF-8, else `{"base64": ...}`. Importing a file and exporting again gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import dataclasses
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+
+from pyrula.cassette import CASSETTE_PREFIX, split_key
+from pyrula.cli._errors import BadExport
+from pyrula.cli._records import Loaded
+from pyrula.errors import StoreCorrupt
+from pyrula.journal import blobs
+from pyrula.journal.exchanges import (
+    ExchangeRecord,
+    Exchanges,
+    _decode,
+    _encode,
+    _pack,
+    _page_key,
+)
+from pyrula.journal.store import Store
+
+EXPORT_FORMAT = 1
+_RECORD_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def frame_json(frame: bytes) -> dict[str, str]:
+    try:
+        return {"text": frame.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"base64": base64.b64encode(frame).decode("ascii")}
+
+
+def frame_bytes(item: Any) -> bytes:
+    if isinstance(item, dict) and len(item) == 1:
+        if isinstance(item.get("text"), str):
+            return str(item["text"]).encode("utf-8")
+        if isinstance(item.get("base64"), str):
+            return base64.b64decode(item["base64"], validate=True)
+    raise ValueError('a frame must be {"text": ...} or {"base64": ...}')
+
+
+def dumps(value: Any) -> str:
+    """The one serialisation of an export line: sorted keys, no spaces, ASCII escapes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
+def export_line(exchange: Loaded) -> str:
+    return dumps(
+        {
+            "v": EXPORT_FORMAT,
+            "key": exchange.key.hex(),
+            "record": exchange.record.to_json(),
+            "request": exchange.request,
+            "frames": [frame_json(f) for f in exchange.frames],
+        }
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Incoming:
+    """One parsed, checked line of an export, ready to write."""
+
+    line: int
+    key: bytes
+    record: ExchangeRecord
+    request: dict[str, Any]
+    frames: list[bytes]
+
+
+def parse(lines: Iterable[str]) -> list[Incoming]:
+    """Every exchange in an export, checked before anything is written; blank lines skipped."""
+    parsed: list[Incoming] = []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            parsed.append(_parse_line(number, line))
+        except BadExport:
+            raise
+        except (ValueError, TypeError, KeyError, binascii.Error, StoreCorrupt) as exc:
+            raise BadExport(
+                f"line {number} is not a Pyrula JSONL export line ({exc}); import only files "
+                "written by `pyrula journal export --format jsonl`"
+            ) from exc
+    return parsed
+
+
+def _parse_line(number: int, line: str) -> Incoming:
+    data = json.loads(line)
+    if not isinstance(data, dict):
+        raise ValueError("not a JSON object")
+    version = data.get("v")
+    if version != EXPORT_FORMAT:
+        raise BadExport(
+            f"line {number} has export format {version!r}; this Pyrula reads format "
+            f"{EXPORT_FORMAT}: export it again with this version or upgrade pyrula"
+        )
+    if set(data) != {"v", "key", "record", "request", "frames"}:
+        raise ValueError(f"unexpected fields {sorted(data)}")
+    key = bytes.fromhex(data["key"])
+    record = ExchangeRecord.from_json(data["record"])
+    request = data["request"]
+    if not isinstance(request, dict):
+        raise ValueError("the request document is not an object")
+    if not isinstance(data["frames"], list):
+        raise ValueError("frames is not a list")
+    frames = [frame_bytes(item) for item in data["frames"]]
+    if not _RECORD_ID.match(record.id):
+        raise ValueError(f"record id {record.id!r} is not 32 lower-case hex digits")
+    if len(frames) != record.frames or sum(map(len, frames)) != record.size:
+        raise ValueError(
+            f"the frames ({len(frames)}, {sum(map(len, frames))} bytes) do not match the record "
+            f"header ({record.frames}, {record.size} bytes)"
+        )
+    if key.startswith(CASSETTE_PREFIX):
+        namespace, fingerprint, _ = split_key(key)
+        if (namespace, fingerprint) != (record.namespace, record.fingerprint):
+            raise ValueError("the key names another cassette or fingerprint than the record")
+    return Incoming(number, key, record, request, frames)
+
+
+@dataclass(frozen=True, slots=True)
+class Imported:
+    written: int
+    replaced: int
+
+
+def write(store: Store, incoming: list[Incoming]) -> Imported:
+    """Write parsed exchanges under their own keys and ids, all in one transaction.
+
+    This is `Exchanges.put` with the record given rather than made: the id, timestamps and
+    elapsed time are the exported ones, so the store reads back as it was exported.
+    """
+    exchanges = Exchanges(store)  # opens the named databases of a store that was just created
+    db, frames_db, blobs_db = exchanges._db, exchanges._frames, exchanges._blobs
+    packed = [_pack(item.frames) for item in incoming]
+
+    def commit(txn: lmdb.Transaction) -> Imported:
+        replaced = 0
+        for item, pages in zip(incoming, packed, strict=True):
+            ref = blobs.put_request(txn, blobs_db, item.request)
+            if ref != item.record.request:
+                raise BadExport(
+                    f"line {item.line}: the request document does not match the record's "
+                    "reference (was the file edited?); export it again"
+                )
+            record = dataclasses.replace(item.record, pages=len(pages))
+            old = txn.get(item.key, db=db)
+            if old is not None:
+                replaced += 1
+                previous = _decode(old)[0]
+                for page in range(1, previous.pages):
+                    txn.delete(_page_key(previous.id, page), db=frames_db)
+            txn.put(item.key, _encode(record, pages[0]), db=db)
+            for number, page_bytes in enumerate(pages[1:], start=1):
+                txn.put(_page_key(record.id, number), page_bytes, db=frames_db)
+        return Imported(len(incoming), replaced)
+
+    return store.write(commit)
+

@@ -1,0 +1,148 @@
+"""Finding recorded exchanges for a command: open the store, select by filter, resolve an id."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lmdb
+
+from pyrula.cassette import CASSETTE_PREFIX, split_key
+from pyrula.cli._errors import AmbiguousRecord, UnknownRecord
+from pyrula.errors import StoreCorrupt
+from pyrula.journal.exchanges import ExchangeRecord, Exchanges
+from pyrula.journal.store import Store, default_path, open_store
+
+_DAY = 86400.0
+
+
+def open_existing(path: Path | None) -> Store:
+    """The store at `path` (default: PYRULA_STORE or ./.pyrula); an error if there is none.
+
+    `Store(path, create=False)` refuses a missing or foreign folder before LMDB touches it, so it
+    is asked first; a real store is then opened through `open_store`, the one environment this
+    process may hold on that file (a cassette in the same process may have it open already).
+    """
+    path = path if path is not None else default_path()
+    if not (path / "data.mdb").is_file():
+        Store(path, create=False)  # raises the typed error for whatever is (not) there
+    return open_store(path)
+
+
+def open_or_create(path: Path | None) -> Store:
+    """The store at `path`, created when the folder is missing or empty (for `import`)."""
+    return open_store(path if path is not None else default_path())
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One recorded exchange as a command sees it: its key and its record header."""
+
+    key: bytes
+    record: ExchangeRecord
+
+    @property
+    def namespace(self) -> str:
+        return self.record.namespace
+
+    @property
+    def occurrence(self) -> int | None:
+        """Which repeat of an identical request this is (cassette keys only)."""
+        if not self.key.startswith(CASSETTE_PREFIX):
+            return None
+        try:
+            return split_key(self.key)[2]
+        except (ValueError, UnicodeDecodeError):
+            return None
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which exchanges a command acts on; every filter is optional."""
+
+    prefix: str | None = None  # cassette names starting with this
+    surface: str | None = None
+    older_than_days: float | None = None
+
+    def key_prefix(self) -> bytes:
+        return CASSETTE_PREFIX + self.prefix.encode() if self.prefix else b""
+
+    def matches(self, record: ExchangeRecord, now: float) -> bool:
+        if self.surface is not None and record.surface != self.surface:
+            return False
+        if self.older_than_days is not None:
+            return record.recorded_at < now - self.older_than_days * _DAY
+        return True
+
+
+def select(exchanges: Exchanges, selection: Selection = Selection()) -> list[Entry]:
+    """The matching exchanges, in key order (cassette by cassette)."""
+    now = time.time()
+    with _damage_reported():
+        return [
+            Entry(key, record)
+            for key, record in exchanges.scan(selection.key_prefix())
+            if selection.matches(record, now)
+        ]
+
+
+def resolve(exchanges: Exchanges, id_prefix: str) -> Entry:
+    """The one exchange whose record id starts with `id_prefix`."""
+    wanted = id_prefix.strip().lower()
+    if not wanted:
+        raise UnknownRecord("give an exchange id (or its first characters); `pyrula journal ls`")
+    found = [entry for entry in select(exchanges) if entry.record.id.startswith(wanted)]
+    if not found:
+        raise UnknownRecord(
+            f"no exchange has an id starting with {id_prefix!r}; "
+            "`pyrula journal ls` lists the ids in this store"
+        )
+    if len(found) > 1:
+        raise AmbiguousRecord(id_prefix, sorted(e.record.id[:16] for e in found))
+    return found[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """An exchange with everything behind its header: request document and reply frames."""
+
+    key: bytes
+    record: ExchangeRecord
+    request: dict[str, Any]
+    frames: list[bytes]
+
+    @property
+    def body(self) -> bytes:
+        return b"".join(self.frames)
+
+
+def load(exchanges: Exchanges, entry: Entry) -> Loaded:
+    """Read the request document and every frame of one exchange."""
+    record = entry.record
+    with _damage_reported(record.id):
+        found = exchanges.get(entry.key)
+        if found is None:
+            raise UnknownRecord(f"exchange {record.id[:12]} was deleted while reading it; retry")
+        record, first_page = found
+        request = exchanges.request(record)
+        frames = list(exchanges.frames(record, first_page))
+    return Loaded(entry.key, record, request, frames)
+
+
+@contextmanager
+def _damage_reported(record_id: str = "") -> Iterator[None]:
+    """Turn a missing blob or an LMDB failure met while reading into a `StoreCorrupt`."""
+    try:
+        yield
+    # blobs.get_request signals a missing blob with KeyError.
+    except (KeyError, lmdb.Error) as exc:
+        what = f"exchange {record_id[:12]}" if record_id else "the store"
+        detail = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        raise StoreCorrupt(
+            f"{what} could not be read ({detail}); the store is damaged: "
+            "restore it from a copy or prune the exchange"
+        ) from exc

@@ -1,0 +1,288 @@
+"""How `pyrula journal` prints: rich tables and panels for people, plain JSON for programs.
+
+Recorded text (bodies, requests, events) is always printed as `Text`, never as markup, so a
+reply that happens to contain `[bold]` prints as it was recorded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable
+from datetime import datetime
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import urlsplit
+
+import typer
+from rich.console import Console
+from rich.json import JSON
+from rich.table import Table
+from rich.text import Text
+
+from pyrula.cli._jsonl import frame_json
+from pyrula.cli._reassemble import Reassembled
+from pyrula.cli._records import Entry, Loaded
+
+# Piped output is not cut to 80 columns: rows stay whole for grep and friends.
+_PIPE_WIDTH = 200
+
+
+def console(*, stderr: bool = False) -> Console:
+    out = Console(stderr=stderr, highlight=False)
+    if not out.is_terminal and "COLUMNS" not in os.environ:
+        out.width = _PIPE_WIDTH
+    return out
+
+
+def emit_json(value: Any) -> None:
+    """Machine-readable output: one JSON document on stdout (ASCII, so any bytes survive)."""
+    typer.echo(json.dumps(value, indent=2, ensure_ascii=True))
+
+
+def human_size(size: int) -> str:
+    amount = float(size)
+    for unit in ("B", "kB", "MB", "GB"):
+        if amount < 1000 or unit == "GB":
+            return f"{amount:.0f} {unit}" if unit == "B" else f"{amount:.1f} {unit}"
+        amount /= 1000
+    raise AssertionError("unreachable")
+
+
+def local_time(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+
+
+def iso_time(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp).astimezone().isoformat(timespec="milliseconds")
+
+
+def request_line(method: str, url: str) -> str:
+    parts = urlsplit(url)
+    return f"{method} {parts.path}" + (f"?{parts.query}" if parts.query else "")
+
+
+def _status(status: int) -> Text:
+    style = "green" if status < 300 else "yellow" if status < 400 else "red"
+    return Text(str(status), style=style)
+
+
+# -- ls -----------------------------------------------------------------------------------------
+
+
+def entry_json(entry: Entry) -> dict[str, Any]:
+    record = entry.record
+    return {
+        "id": record.id,
+        "key": entry.key.hex(),
+        "namespace": record.namespace,
+        "occurrence": entry.occurrence,
+        "surface": record.surface,
+        "fingerprint": record.fingerprint,
+        "method": record.method,
+        "url": record.url,
+        "status": record.status,
+        "streamed": record.streamed,
+        "frames": record.frames,
+        "size": record.size,
+        "recorded_at": record.recorded_at,
+        "recorded_at_iso": iso_time(record.recorded_at),
+        "elapsed_ms": record.elapsed_ms,
+    }
+
+
+def ls_table(entries: Iterable[Entry]) -> Table:
+    table = Table(box=None, header_style="bold", pad_edge=False)
+    table.add_column("id", style="cyan", no_wrap=True)
+    table.add_column("cassette", overflow="fold")
+    table.add_column("surface", no_wrap=True)
+    table.add_column("request", overflow="fold")
+    table.add_column("status", justify="right")
+    table.add_column("stream", justify="center")
+    table.add_column("frames", justify="right")
+    table.add_column("size", justify="right", no_wrap=True)
+    table.add_column("recorded", no_wrap=True)
+    table.add_column("ms", justify="right")
+    for entry in entries:
+        record = entry.record
+        table.add_row(
+            record.id[:12],
+            Text(record.namespace),
+            record.surface,
+            Text(request_line(record.method, record.url)),
+            _status(record.status),
+            "yes" if record.streamed else "",
+            str(record.frames),
+            human_size(record.size),
+            local_time(record.recorded_at),
+            f"{record.elapsed_ms:.0f}",
+        )
+    return table
+
+
+# -- show ---------------------------------------------------------------------------------------
+
+
+def body_json(body: bytes) -> dict[str, str]:
+    return frame_json(body)
+
+
+def show_json(exchange: Loaded, stream: Reassembled | None, *, raw: bool) -> dict[str, Any]:
+    record = exchange.record
+    reply: dict[str, Any] = {
+        "status": record.status,
+        "headers": [list(pair) for pair in record.headers],
+        "streamed": record.streamed,
+        "body": body_json(exchange.body),
+    }
+    if stream is not None:
+        reply["text"] = stream.text
+        reply["events"] = [{"event": e.event, "data": e.data} for e in stream.events]
+    if raw:
+        reply["frames"] = [frame_json(f) for f in exchange.frames]
+    return {
+        "id": record.id,
+        "key": exchange.key.hex(),
+        "record": record.to_json(),
+        "request": exchange.request,
+        "reply": reply,
+    }
+
+
+def show(out: Console, exchange: Loaded, stream: Reassembled | None, *, raw: bool) -> None:
+    record = exchange.record
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column()
+    facts.add_row("id", record.id)
+    facts.add_row("cassette", Text(record.namespace or "-"))
+    facts.add_row("surface", record.surface)
+    facts.add_row("request", Text(f"{record.method} {record.url}"))
+    facts.add_row("recorded", f"{local_time(record.recorded_at)} ({record.elapsed_ms:.1f} ms)")
+    reply = Text.assemble(_status(record.status), f" {_reason(record.status)}".rstrip())
+    reply.append(
+        f" · {'streamed, ' if record.streamed else ''}{record.frames} frame"
+        f"{'s' * (record.frames != 1)}, {human_size(record.size)}"
+    )
+    facts.add_row("reply", reply)
+    out.print(facts)
+
+    out.rule("Request (scrubbed, canonical)", align="left")
+    out.print(JSON(json.dumps(exchange.request, ensure_ascii=False)), soft_wrap=True)
+
+    out.rule("Reply headers", align="left")
+    for name, value in record.headers:
+        out.print(Text.assemble((name, "bold"), ": ", value), soft_wrap=True)
+
+    if raw:
+        out.rule("Reply frames (raw)", align="left")
+        for number, frame in enumerate(exchange.frames):
+            encoded = frame_json(frame)
+            kind = "text" if "text" in encoded else "base64"
+            out.print(Text(f"-- frame {number}: {len(frame)} bytes ({kind})", style="dim"))
+            out.print(Text(next(iter(encoded.values()))), soft_wrap=True)
+        return
+
+    if stream is not None:
+        if stream.text is not None:
+            out.rule(f"Reply text (reassembled from {len(stream.events)} events)", align="left")
+            out.print(Text(stream.text), soft_wrap=True)
+            return
+        out.rule(f"Reply events ({len(stream.events)})", align="left")
+        for event in stream.events:
+            out.print(Text.assemble((event.event, "bold"), ": ", event.data), soft_wrap=True)
+        return
+
+    out.rule("Reply body", align="left")
+    _print_body(out, exchange.body)
+
+
+def _print_body(out: Console, body: bytes) -> None:
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        out.print(
+            Text(f"({len(body)} bytes that are not UTF-8 text; --raw prints them base64-encoded)"),
+            style="dim",
+        )
+        return
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        out.print(Text(text), soft_wrap=True)
+        return
+    out.print(JSON(json.dumps(parsed, ensure_ascii=False)), soft_wrap=True)
+
+
+def _reason(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
+
+
+# -- diff ---------------------------------------------------------------------------------------
+
+
+def diff_text(out: Console, result: dict[str, Any]) -> None:
+    a, b = result["a"], result["b"]
+    out.print(
+        Text.assemble(
+            ("a ", "bold"), (a["id"][:12], "cyan"), f"  {a['surface']}  ", Text(a["namespace"])
+        )
+    )
+    out.print(
+        Text.assemble(
+            ("b ", "bold"), (b["id"][:12], "cyan"), f"  {b['surface']}  ", Text(b["namespace"])
+        )
+    )
+    for line in result["request"]:
+        out.print(Text(f"  - {line}"), soft_wrap=True)
+    out.rule("Compared fields (decide which recording replays)", align="left")
+    if result["compared"]:
+        for line in result["compared"]:
+            out.print(Text(f"  - {line}", style="yellow"), soft_wrap=True)
+    elif result["same_fingerprint"]:
+        out.print("  none: both requests have the same fingerprint")
+    else:
+        out.print("  none")
+    out.rule("Other fields (kept, not compared)", align="left")
+    for line in result["meta"] or ["none"]:
+        out.print(Text(f"  - {line}" if result["meta"] else f"  {line}"), soft_wrap=True)
+    out.rule("Replies", align="left")
+    if result["status"][0] != result["status"][1]:
+        out.print(f"  status {result['status'][0]} -> {result['status'][1]}")
+    if result["reply_bodies_equal"]:
+        out.print(Text("  reply bodies are equal", style="green"))
+    else:
+        sizes = result["reply_sizes"]
+        out.print(Text(f"  reply bodies differ ({sizes[0]} vs {sizes[1]} bytes)", style="red"))
+
+
+# -- stats --------------------------------------------------------------------------------------
+
+
+def stats_text(out: Console, stats: dict[str, Any]) -> None:
+    facts = Table.grid(padding=(0, 2))
+    facts.add_column(style="bold")
+    facts.add_column(justify="right")
+    facts.add_row("store", Text(stats["path"]))
+    facts.add_row("file size", human_size(stats["file_bytes"]))
+    facts.add_row("exchanges", str(stats["exchanges"]))
+    facts.add_row("streamed", str(stats["streamed"]))
+    facts.add_row("frames", str(stats["frames"]))
+    facts.add_row("reply bytes", human_size(stats["bytes"]))
+    facts.add_row("request blobs", str(stats["blobs"]))
+    facts.add_row("frame pages", str(stats["frame_pages"]))
+    out.print(facts)
+    for title, key in (("cassette", "namespaces"), ("surface", "surfaces")):
+        if not stats[key]:
+            continue
+        table = Table(box=None, header_style="bold", pad_edge=False)
+        table.add_column(title, overflow="fold")
+        table.add_column("exchanges", justify="right")
+        table.add_column("size", justify="right")
+        for name, counts in stats[key].items():
+            table.add_row(Text(name or "-"), str(counts["exchanges"]), human_size(counts["bytes"]))
+        out.print()
+        out.print(table)

@@ -1,0 +1,440 @@
+"""The demo flow: record four real SDK calls against the stand-in, stop it, replay them offline.
+
+Both SDKs are the real ones, each handed an HTTP client whose transport is Pyrula's journaling
+transport for the HTTP stack that SDK is built on (httpx2 for openai 3.x / anthropic 2.x, httpx
+for openai 2.x / anthropic 0.x). Recording runs in `cassette("demo", mode="all")`; replay runs in
+`cassette("demo", mode="none")`, which blocks the network, after the stand-in has been stopped.
+The counts shown come from the stand-in's own request log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anthropic
+import httpx2
+import openai
+import typer
+from rich.console import Console
+from rich.table import Table
+
+import pyrula
+from pyrula.cassette import namespace_prefix, split_key
+from pyrula.demo.standin import Served, StandIn
+from pyrula.journal import Exchanges, open_store
+
+CASSETTE = "demo"
+DEMO_KEY = "sk-demo-not-a-real-key"  # the stand-in accepts any key; nothing real is sent
+OPENAI_MODEL = "gpt-4o-mini"
+ANTHROPIC_MODEL = "claude-sonnet-4-5"
+
+
+# -- results --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What the caller got back: the provider's id for the reply and its text."""
+
+    id: str
+    text: str
+
+
+@dataclass
+class CallResult:
+    provider: str
+    call: str
+    streamed: bool
+    style: str  # "sync" or "async" client
+    recorded: Reply
+    replayed: Reply | None = None
+
+    @property
+    def matches(self) -> bool:
+        return self.replayed is not None and self.replayed == self.recorded
+
+
+@dataclass
+class DemoResult:
+    store: Path
+    url: str
+    stacks: dict[str, str]  # SDK name -> "openai 3.57.0 over httpx2"
+    calls: list[CallResult]
+    live_calls: int  # requests in the stand-in's log when recording ended
+    replay_calls: int  # requests it logged after that, through the end of the replay
+    log: list[Served]  # the stand-in's whole log, read after the replay
+    recorded: int  # what the recording cassette says it recorded
+    replayed: int  # what the replay cassette says it replayed
+    replay_error: str | None = None
+    elapsed_s: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        expected = len(CALLS)
+        return (
+            self.replay_error is None
+            and all(call.matches for call in self.calls)
+            and len(self.calls) == expected
+            and self.live_calls == expected
+            and self.replay_calls == 0
+            and self.recorded == expected
+            and self.replayed == expected
+        )
+
+
+# -- which transport each SDK gets ------------------------------------------------------------------
+
+
+def uses_httpx2(sdk: ModuleType) -> bool:
+    """Whether `sdk` (openai or anthropic) is built on httpx2 rather than httpx.
+
+    Each SDK exports the HTTP client class it is built on as `DefaultHttpxClient` (a subclass of
+    `httpx2.Client` in openai 3.x / anthropic 2.x, of `httpx.Client` before that). Failing that,
+    its `_base_client` module imports the library it uses.
+    """
+    client_class = getattr(sdk, "DefaultHttpxClient", None)
+    if isinstance(client_class, type):
+        return issubclass(client_class, httpx2.Client)
+    base = importlib.import_module(f"{sdk.__name__}._base_client")
+    return hasattr(base, "httpx2")
+
+
+def stack_name(sdk: ModuleType) -> str:
+    return "httpx2" if uses_httpx2(sdk) else "httpx"
+
+
+def http_client(sdk: ModuleType, *, sync: bool) -> Any:
+    """The SDK's own default HTTP client class, with Pyrula's transport for its stack."""
+    if uses_httpx2(sdk):
+        transport: Any = pyrula.Httpx2Transport() if sync else pyrula.AsyncHttpx2Transport()
+    else:
+        transport = pyrula.HttpxTransport() if sync else pyrula.AsyncHttpxTransport()
+    client_class: Any = sdk.DefaultHttpxClient if sync else sdk.DefaultAsyncHttpxClient
+    return client_class(transport=transport)
+
+
+# -- the four calls ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Call:
+    provider: str
+    call: str
+    streamed: bool
+    style: str
+    prompt: str
+    run: Callable[[StandIn, str], Reply]
+
+
+def _openai(standin: StandIn) -> openai.OpenAI:
+    return openai.OpenAI(
+        api_key=DEMO_KEY,
+        base_url=standin.openai_base_url,
+        http_client=http_client(openai, sync=True),
+        max_retries=0,  # a retry would be a second provider call: keep the counts exact
+    )
+
+
+def _async_openai(standin: StandIn) -> openai.AsyncOpenAI:
+    return openai.AsyncOpenAI(
+        api_key=DEMO_KEY,
+        base_url=standin.openai_base_url,
+        http_client=http_client(openai, sync=False),
+        max_retries=0,
+    )
+
+
+def _anthropic(standin: StandIn) -> anthropic.Anthropic:
+    return anthropic.Anthropic(
+        api_key=DEMO_KEY,
+        base_url=standin.anthropic_base_url,
+        http_client=http_client(anthropic, sync=True),
+        max_retries=0,
+    )
+
+
+def _async_anthropic(standin: StandIn) -> anthropic.AsyncAnthropic:
+    return anthropic.AsyncAnthropic(
+        api_key=DEMO_KEY,
+        base_url=standin.anthropic_base_url,
+        http_client=http_client(anthropic, sync=False),
+        max_retries=0,
+    )
+
+
+def openai_plain(standin: StandIn, prompt: str) -> Reply:
+    with _openai(standin) as client:
+        completion = client.chat.completions.create(
+            model=OPENAI_MODEL, messages=[{"role": "user", "content": prompt}]
+        )
+    return Reply(completion.id, completion.choices[0].message.content or "")
+
+
+async def _openai_streamed(standin: StandIn, prompt: str) -> Reply:
+    async with _async_openai(standin) as client:
+        stream = await client.chat.completions.create(
+            model=OPENAI_MODEL,
+            messages=[{"role": "user", "content": prompt}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+        ident, parts = "", []
+        async for chunk in stream:
+            ident = ident or chunk.id
+            parts += [c.delta.content for c in chunk.choices if c.delta.content]
+    return Reply(ident, "".join(parts))
+
+
+def openai_streamed(standin: StandIn, prompt: str) -> Reply:
+    return asyncio.run(_openai_streamed(standin, prompt))
+
+
+async def _anthropic_plain(standin: StandIn, prompt: str) -> Reply:
+    async with _async_anthropic(standin) as client:
+        message = await client.messages.create(
+            model=ANTHROPIC_MODEL, max_tokens=256, messages=[{"role": "user", "content": prompt}]
+        )
+    text = "".join(block.text for block in message.content if block.type == "text")
+    return Reply(message.id, text)
+
+
+def anthropic_plain(standin: StandIn, prompt: str) -> Reply:
+    return asyncio.run(_anthropic_plain(standin, prompt))
+
+
+def anthropic_streamed(standin: StandIn, prompt: str) -> Reply:
+    with (
+        _anthropic(standin) as client,
+        client.messages.stream(
+            model=ANTHROPIC_MODEL, max_tokens=256, messages=[{"role": "user", "content": prompt}]
+        ) as stream,
+    ):
+        text = "".join(stream.text_stream)
+        message = stream.get_final_message()
+    return Reply(message.id, text)
+
+
+CALLS: tuple[_Call, ...] = (
+    _Call("openai", "chat.completions", False, "sync", "What is the capital of France?",
+          openai_plain),
+    _Call("openai", "chat.completions", True, "async", "Name three primary colours, please.",
+          openai_streamed),
+    _Call("anthropic", "messages", False, "async", "Summarise Hamlet in one line.",
+          anthropic_plain),
+    _Call("anthropic", "messages", True, "sync", "Write a haiku about keeping a journal.",
+          anthropic_streamed),
+)
+
+
+def _make_calls(standin: StandIn) -> list[Reply]:
+    return [call.run(standin, call.prompt) for call in CALLS]
+
+
+# -- the flow ----------------------------------------------------------------------------------------
+
+
+def run_demo(store_path: str | os.PathLike[str]) -> DemoResult:
+    """Record the four calls live against the stand-in, stop it, replay them with no network."""
+    store = open_store(store_path)
+    standin = StandIn()
+    timings: dict[str, float] = {}
+    standin.start()
+    try:
+        started = time.perf_counter()
+        with pyrula.cassette(CASSETTE, mode="all", store=store) as recording:
+            recorded = _make_calls(standin)
+        timings["record"] = time.perf_counter() - started
+        live_calls = standin.count()
+    finally:
+        standin.stop()
+
+    replayed: list[Reply | None] = [None] * len(CALLS)
+    replay_error: str | None = None
+    replayed_count = 0
+    started = time.perf_counter()
+    try:
+        with pyrula.cassette(CASSETTE, mode="none", store=store) as replaying:
+            try:
+                for index, call in enumerate(CALLS):
+                    replayed[index] = call.run(standin, call.prompt)
+            finally:
+                replayed_count = replaying.stats.replayed
+    except Exception as exc:  # a miss, a blocked request, a parse error: report, don't crash
+        replay_error = f"{type(exc).__name__}: {exc}"
+    timings["replay"] = time.perf_counter() - started
+
+    log = standin.log
+    return DemoResult(
+        store=Path(store_path),
+        url=standin.url,
+        stacks={
+            sdk.__name__: f"{sdk.__name__} {sdk.__version__} over {stack_name(sdk)}"
+            for sdk in (openai, anthropic)
+        },
+        calls=[
+            CallResult(c.provider, c.call, c.streamed, c.style, rec, rep)
+            for c, rec, rep in zip(CALLS, recorded, replayed, strict=True)
+        ],
+        live_calls=live_calls,
+        replay_calls=len(log) - live_calls,
+        log=log,
+        recorded=recording.stats.recorded,
+        replayed=replayed_count,
+        replay_error=replay_error,
+        elapsed_s=timings,
+    )
+
+
+# -- showing it --------------------------------------------------------------------------------------
+
+
+def render(result: DemoResult, console: Console) -> None:
+    """The table of calls and the counts, from the stand-in's own log."""
+    console.print(
+        f"[bold]pyrula demo[/]: stand-in provider at {result.url} (no key, no network); "
+        + ", ".join(result.stacks.values())
+    )
+    table = Table(title=f"cassette {CASSETTE!r} in {result.store}", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("provider")
+    table.add_column("call")
+    table.add_column("streamed")
+    table.add_column("client")
+    table.add_column("reply", overflow="fold")
+    table.add_column("recorded → replayed")
+    for number, call in enumerate(result.calls, start=1):
+        if call.replayed is None:
+            outcome = "[red]recorded, not replayed[/]"
+        elif call.matches:
+            outcome = "[green]recorded, replayed identical[/]"
+        else:
+            outcome = f"[red]recorded, replay differs: {call.replayed.text!r}[/]"
+        table.add_row(
+            str(number),
+            call.provider,
+            call.call,
+            "yes" if call.streamed else "no",
+            call.style,
+            call.recorded.text,
+            outcome,
+        )
+    console.print(table)
+
+    paths = Counter(served.path for served in result.log)
+    streamed = sum(1 for served in result.log if served.streamed)
+    console.print(
+        f"provider calls: {result.live_calls} live while recording, "
+        f"{result.replay_calls} during replay",
+        markup=False,
+        highlight=False,
+    )
+    console.print(
+        "stand-in log: "
+        + ", ".join(f"{n} × {path}" for path, n in sorted(paths.items()))
+        + f" ({streamed} streamed); it was stopped before the replay and received nothing more",
+        markup=False,
+        highlight=False,
+    )
+    timing = ", ".join(f"{phase} {secs * 1000:.0f} ms" for phase, secs in result.elapsed_s.items())
+    console.print(
+        f"cassette {CASSETTE!r}: {result.recorded} recorded, {result.replayed} replayed offline "
+        f"(network blocked); ids and texts identical: "
+        f"{'yes' if all(c.matches for c in result.calls) else 'NO'} ({timing})",
+        markup=False,
+        highlight=False,
+    )
+    if result.replay_error:
+        console.print(f"[red]replay failed:[/] {result.replay_error}", highlight=False)
+
+
+def journal_ls_command() -> Any:
+    """The click command of `pyrula journal ls`, or None while this build has none."""
+    try:
+        from pyrula.cli.journal import journal_app
+
+        group: Any = typer.main.get_group(journal_app)
+    except Exception:
+        return None
+    commands = getattr(group, "commands", None)
+    return commands.get("ls") if isinstance(commands, dict) else None
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def show_journal(store_path: str | os.PathLike[str], console: Console) -> None:
+    """List what the demo left in the store: `pyrula journal ls` if present, else our own table."""
+    console.print(f"\n$ pyrula journal ls --store {store_path}", markup=False, highlight=False)
+    command = journal_ls_command()
+    if command is not None:
+        options = {opt for param in command.params for opt in getattr(param, "opts", ())}
+        args = ["--store", str(store_path)] if "--store" in options else []
+        try:
+            with _env("PYRULA_STORE", str(store_path)):
+                code = command.main(
+                    args=args, prog_name="pyrula journal ls", standalone_mode=False
+                )
+        except Exception as exc:  # typer's own (vendored) click errors included
+            code = f"{type(exc).__name__}: {exc}"
+        if not code:
+            return
+        console.print(f"(pyrula journal ls failed: {code}; listing directly)", highlight=False)
+    list_exchanges(store_path, console)
+
+
+def list_exchanges(store_path: str | os.PathLike[str], console: Console) -> None:
+    """A short listing of the demo cassette's recorded exchanges."""
+    exchanges = Exchanges(open_store(store_path))
+    table = Table()
+    for column in ("cassette", "surface", "request", "status", "streamed", "frames", "bytes"):
+        table.add_column(column)
+    for key, record in exchanges.scan(namespace_prefix(CASSETTE)):
+        name, fingerprint, occurrence = split_key(key)
+        path = "/" + record.url.split("://", 1)[-1].split("/", 1)[-1].split("?")[0]
+        table.add_row(
+            f"{name}/{fingerprint[:10]}#{occurrence}",
+            record.surface,
+            f"{record.method} {path}",
+            str(record.status),
+            "yes" if record.streamed else "no",
+            str(record.frames),
+            str(record.size),
+        )
+    console.print(table)
+
+
+__all__ = [
+    "CALLS",
+    "CASSETTE",
+    "CallResult",
+    "DemoResult",
+    "Reply",
+    "http_client",
+    "journal_ls_command",
+    "list_exchanges",
+    "render",
+    "run_demo",
+    "show_journal",
+    "stack_name",
+    "uses_httpx2",
+]

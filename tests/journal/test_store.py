@@ -1,0 +1,120 @@
+"""Opening stores: new, reopened, foreign, corrupt, newer; growing the map; the size cap."""
+
+from __future__ import annotations
+
+import hashlib
+
+import lmdb
+import pytest
+
+from pyrula.errors import NotAStore, PayloadTooLarge, StoreCorrupt, StoreFormatError
+from pyrula.journal import Exchanges, Store
+from pyrula.journal.store import STORE_FORMAT
+
+
+def _put(exchanges: Exchanges, key: bytes, body: bytes) -> None:
+    exchanges.put(
+        key,
+        request_doc={"surface": "generic", "compared": {"k": key.hex()}, "meta": {}},
+        surface="generic",
+        fingerprint=hashlib.sha256(key).hexdigest(),
+        method="POST",
+        url="http://x.test/",
+        status=200,
+        headers=[("content-type", "application/json")],
+        frames=[body],
+        streamed=False,
+        elapsed_ms=1.0,
+    )
+
+
+def _files(path):
+    return {p.name: p.read_bytes() for p in path.iterdir()}
+
+
+def test_new_store_is_created_and_reopens(tmp_path):
+    path = tmp_path / "s"
+    with Store(path) as store:
+        _put(Exchanges(store), b"k1", b"{}")
+    with Store(path) as store:
+        found = Exchanges(store).get(b"k1")
+    assert found is not None and found[0].status == 200
+
+
+def test_a_foreign_lmdb_environment_is_refused_and_left_unchanged(tmp_path):
+    path = tmp_path / "foreign"
+    env = lmdb.open(str(path))
+    with env.begin(write=True) as txn:
+        txn.put(b"hello", b"world")
+    env.close()
+    before = _files(path)
+    with pytest.raises(NotAStore, match="not a Pyrula store"):
+        Store(path)
+    assert _files(path) == before
+
+
+def test_a_damaged_data_file_is_refused_and_left_unchanged(tmp_path):
+    path = tmp_path / "broken"
+    path.mkdir()
+    (path / "data.mdb").write_bytes(b"this is not lmdb" * 100)
+    before = _files(path)
+    with pytest.raises(StoreCorrupt, match="restore it"):
+        Store(path)
+    assert _files(path) == before
+
+
+def test_a_store_of_a_newer_format_is_refused(tmp_path):
+    path = tmp_path / "newer"
+    Store(path).close()
+    env = lmdb.open(str(path), max_dbs=16)
+    meta = env.open_db(b"meta")
+    with env.begin(write=True, db=meta) as txn:
+        txn.put(b"format", str(STORE_FORMAT + 1).encode())
+    env.close()
+    with pytest.raises(StoreFormatError, match="upgrade pyrula"):
+        Store(path)
+
+
+def test_a_non_empty_folder_or_a_file_is_not_a_store(tmp_path):
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(NotAStore, match="non-empty folder"):
+        Store(tmp_path)
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+    with pytest.raises(NotAStore, match="is a file"):
+        Store(tmp_path / "notes.txt")
+
+
+def test_the_map_grows_when_full_and_nothing_is_lost(tmp_path):
+    path = tmp_path / "small"
+    with Store(path, map_size=256 * 1024, sync=False) as store:
+        exchanges = Exchanges(store)
+        for i in range(300):
+            _put(exchanges, f"k{i}".encode(), bytes([i % 251]) * 3000)
+        assert store.env.info()["map_size"] > 256 * 1024
+    with Store(path) as store:
+        exchanges = Exchanges(store)
+        for i in range(300):
+            record, page = exchanges.get(f"k{i}".encode())  # type: ignore[misc]
+            assert exchanges.body(record, page) == bytes([i % 251]) * 3000
+
+
+def test_a_record_over_the_cap_raises_and_names_the_fix(tmp_path):
+    with Store(tmp_path / "cap", max_record_bytes=10_000) as store:
+        with pytest.raises(PayloadTooLarge, match="max_record_bytes") as error:
+            _put(Exchanges(store), b"big", b"x" * 20_000)
+        assert error.value.cap == 10_000
+        assert Exchanges(store).get(b"big") is None
+
+
+def test_a_reply_larger_than_a_page_replays_frame_by_frame(tmp_path):
+    frames = [bytes([i]) * 40_000 for i in range(10)]
+    with Store(tmp_path / "pages") as store:
+        exchanges = Exchanges(store)
+        exchanges.put(
+            b"k", request_doc={"compared": {}}, surface="generic", fingerprint="0" * 64,
+            method="POST", url="http://x.test/", status=200, headers=[], frames=frames,
+            streamed=True, elapsed_ms=0,
+        )
+        record, first = exchanges.get(b"k")  # type: ignore[misc]
+        assert record.pages > 1
+        assert list(exchanges.frames(record, first)) == frames
