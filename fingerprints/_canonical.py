@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 # Bump when any canonicalizer changes what it compares: recorded fingerprints depend on it.
@@ -19,6 +20,10 @@ _BINARY_MIN_CHARS = 256
 _BASE64_RE = re.compile(r"^[A-Za-z0-9+/_-]+={0,2}$")
 _DATA_URL_RE = re.compile(r"^data:([\w.+/-]+)?(;[\w=.-]+)*;base64,", re.ASCII)
 _NO_KEYS: frozenset[str] = frozenset()
+# Built once: `json.dumps` with options constructs a fresh encoder on every call.
+_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+_ASCII_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+_DECODER = json.JSONDecoder()  # provider bodies are UTF-8; `json.loads` would sniff for UTF-16/32
 
 
 class NotThisSurface(ValueError):
@@ -43,7 +48,7 @@ class RequestParts:
         if not self.body:
             return None
         try:
-            return json.loads(self.body)
+            return _DECODER.decode(self.body.decode("utf-8"))
         # RecursionError: a hostile or broken body nested deeper than the parser allows.
         except (ValueError, UnicodeDecodeError, RecursionError):
             return None
@@ -73,21 +78,34 @@ class Canonical:
         *,
         stream: bool = False,
     ) -> Canonical:
-        payload = canonical_json({"v": FORMAT_VERSION, "surface": surface, "compared": compared})
         return cls(
             surface=surface,
             compared=compared,
             meta=meta or {},
             stream=stream,
-            digest=hashlib.sha256(payload).hexdigest(),
+            digest=fingerprint(surface, compared),
         )
+
+
+def fingerprint(surface: str, compared: Mapping[str, Any]) -> str:
+    """The sha256 of `{"compared": ..., "surface": ..., "v": FORMAT_VERSION}` in canonical form."""
+    # Assembled from pieces, in sorted key order, to skip building and sorting the wrapper dict on
+    # every replayed request. ASCII escapes keep the encoder on its fast path.
+    digest = hashlib.sha256(b'{"compared":')
+    digest.update(_ASCII_ENCODER.encode(compared).encode("ascii"))
+    digest.update(_trailer(surface))
+    return digest.hexdigest()
+
+
+@lru_cache(maxsize=64)
+def _trailer(surface: str) -> bytes:
+    return b',"surface":%s,"v":%d}' % (_ASCII_ENCODER.encode(surface).encode(), FORMAT_VERSION)
 
 
 def canonical_json(value: Any) -> bytes:
     """Serialise with sorted keys and fixed separators: one byte string per JSON value."""
-    text = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     # JSON may carry a lone surrogate escape ("\ud800"); strict UTF-8 would refuse to encode it.
-    return text.encode("utf-8", "surrogatepass")
+    return _ENCODER.encode(value).encode("utf-8", "surrogatepass")
 
 
 def binary_digest(data: bytes | str) -> dict[str, str]:
@@ -115,20 +133,40 @@ def strip_binary(value: Any, digest_keys: frozenset[str] = _NO_KEYS) -> Any:
     provider documents as bytes. Integral floats become ints, since `1.0` and `1` are one JSON
     number and serialisers disagree on which to write.
     """
-    if isinstance(value, str):
-        return _strip_str(value) if len(value) >= _BINARY_MIN_CHARS else value
-    if isinstance(value, dict):
-        if digest_keys:
-            return {
-                k: binary_digest(v)
-                if k in digest_keys and isinstance(v, str)
-                else strip_binary(v, digest_keys)
-                for k, v in value.items()
-            }
-        return {k: strip_binary(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [strip_binary(v, digest_keys) for v in value]
-    if type(value) is float and value.is_integer():
+    if digest_keys:
+        return _strip_keyed(value, digest_keys)
+    return _strip(value)
+
+
+# Two copies of one walk, each with exact type checks: this runs over every request body, and
+# JSON parsing only ever yields these exact types.
+def _strip(value: Any) -> Any:
+    kind = type(value)
+    if kind is str:
+        return value if len(value) < _BINARY_MIN_CHARS else _strip_str(value)
+    if kind is dict:
+        return {k: _strip(v) for k, v in value.items()}
+    if kind is list:
+        return [_strip(v) for v in value]
+    if kind is float and value.is_integer():
+        return int(value)
+    return value
+
+
+def _strip_keyed(value: Any, digest_keys: frozenset[str]) -> Any:
+    kind = type(value)
+    if kind is str:
+        return value if len(value) < _BINARY_MIN_CHARS else _strip_str(value)
+    if kind is dict:
+        return {
+            k: binary_digest(v)
+            if k in digest_keys and type(v) is str
+            else _strip_keyed(v, digest_keys)
+            for k, v in value.items()
+        }
+    if kind is list:
+        return [_strip_keyed(v, digest_keys) for v in value]
+    if kind is float and value.is_integer():
         return int(value)
     return value
 
@@ -151,9 +189,7 @@ def pick(
     providers read both the same way.
     """
     return {
-        name: strip_binary(body[name], digest_keys)
-        for name in names
-        if body.get(name) is not None
+        name: strip_binary(body[name], digest_keys) for name in names if body.get(name) is not None
     }
 
 

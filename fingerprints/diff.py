@@ -13,7 +13,7 @@ K = TypeVar("K")
 
 # Lists whose items are tool definitions: matched by name, so a reorder or an insertion reads
 # as what it is instead of every later index "changing".
-TOOL_LISTS = frozenset({"tools", "functions", "functionDeclarations", "function_declarations"})
+_TOOL_LISTS = frozenset({"tools", "functions", "functionDeclarations", "function_declarations"})
 # Where each provider nests a tool's name and its argument schema.
 _TOOL_HOLDERS = ("function", "toolSpec")
 _SCHEMA_FIELDS = frozenset(
@@ -71,7 +71,7 @@ def _walk(a: Any, b: Any, path: str, out: list[str]) -> None:
         else:
             _mapping(a, b, path, out)
     elif isinstance(a, list) and isinstance(b, list):
-        if _key(path) in TOOL_LISTS and _tools(a, b, path, out):
+        if _key(path) in _TOOL_LISTS and _tools(a, b, path, out):
             return
         _sequence(a, b, path, out)
     else:
@@ -105,11 +105,14 @@ def _tools(a: list[Any], b: list[Any], path: str, out: list[str]) -> bool:
     if old is None or new is None:
         return False
     lines: list[str] = []
-    for label, tool in new.items():
+    for index, (label, tool) in enumerate(new.items()):
         if label not in old:
             lines.append(f"{path}: `{label}` added")
         elif not _same(old[label], tool):
-            lines.append(f"{path}: `{label}` {_tool_change(old[label], tool)} changed")
+            if _name(tool) is None:  # a wrapper such as Gemini's {"functionDeclarations": [...]}
+                _walk(old[label], tool, f"{path}[{index}]", lines)
+            else:
+                lines.append(f"{path}: `{label}` {_tool_change(old[label], tool)} changed")
     lines.extend(f"{path}: `{label}` removed" for label in old if label not in new)
     if not lines and list(old) != list(new):
         lines.append(f"{path}: order changed")
@@ -127,13 +130,21 @@ def _by_label(tools: list[Any]) -> dict[str, Any] | None:
     return labelled
 
 
-def _label(tool: Any) -> str | None:
-    """A tool's name; failing that its type (`web_search`) or its one key (`cachePoint`)."""
+def _name(tool: Any) -> str | None:
     if not isinstance(tool, dict):
         return None
     for holder in (*(tool.get(name) for name in _TOOL_HOLDERS), tool):
         if isinstance(holder, dict) and isinstance(holder.get("name"), str):
             return str(holder["name"])
+    return None
+
+
+def _label(tool: Any) -> str | None:
+    """A tool's name; failing that its type (`web_search`) or its one key (`cachePoint`)."""
+    if (name := _name(tool)) is not None:
+        return name
+    if not isinstance(tool, dict):
+        return None
     if isinstance(tool.get("type"), str):
         return str(tool["type"])
     if len(tool) == 1:

@@ -21,7 +21,7 @@ from typing import Any, Literal, TypeVar, cast, get_args
 
 from pyrula import netguard
 from pyrula.errors import PyrulaError, ReplayMiss
-from pyrula.fingerprints import Canonical, RequestParts, diff, nearest
+from pyrula.fingerprints import Canonical, RequestParts, nearest
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.recorder import Reply, record_exchange
 from pyrula.journal.store import Store, open_store
@@ -150,7 +150,8 @@ class Cassette:
         def commit(reply: Reply) -> None:
             record_exchange(self.exchanges, key, parts, canonical, reply, namespace=self.name)
             with self._lock:
-                self.stats.recorded += 1
+                if key not in self.stats.used:
+                    self.stats.recorded += 1
                 self.stats.used.add(key)
 
         return commit
@@ -188,9 +189,7 @@ class Cassette:
             "the change is intended."
         )
         if best is None:
-            return ReplayMiss(
-                f"cassette {self.name!r} has no recorded {where} request. {fix}"
-            )
+            return ReplayMiss(f"cassette {self.name!r} has no recorded {where} request. {fix}")
         record, differences = best
         age = _age(record.recorded_at)
         lines = "\n".join(f"  - {d}" for d in differences)

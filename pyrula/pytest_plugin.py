@@ -32,7 +32,9 @@ class _PluginState:
         self.config = config
         self.mode = cast(Mode, config.getoption("pyrula_record_mode"))
         store = config.getoption("pyrula_store") or config.getini("pyrula_store")
-        self.store_path = Path(store or os.environ.get("PYRULA_STORE") or config.rootpath / ".pyrula")
+        self.store_path = Path(
+            store or os.environ.get("PYRULA_STORE") or config.rootpath / ".pyrula"
+        )
         max_age = config.getoption("pyrula_max_age") or config.getini("pyrula_max_age_days")
         self.max_age_days = float(max_age) if max_age else None
         self.prune = bool(config.getoption("pyrula_prune_unused"))
@@ -116,9 +118,7 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
         return (yield)
 
 
-def pytest_terminal_summary(
-    terminalreporter: Any, exitstatus: int, config: pytest.Config
-) -> None:
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state: _PluginState | None = config.stash.get(_STATE, None)
     if state is None or not state.cassettes:
         return

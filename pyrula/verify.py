@@ -43,8 +43,8 @@ def reply_shape(body: bytes) -> tuple[set[str], set[str]]:
                 documents.append((event.event, json.loads(event.data)))
             except ValueError:
                 documents.append((event.event, event.data))
-    for event, document in documents:
-        _shape(document, f"<{event}>" if event and event != "message" else "", shape)
+    for name, document in documents:
+        _shape(document, f"<{name}>" if name and name != "message" else "", shape)
         _models(document, models)
     return shape, models
 

@@ -29,7 +29,9 @@ def journal_transport(lib: Any, inner: Any, *, is_async: bool = False, **kw: Any
     return cls(inner, **kw)
 
 
-def chat_completion(text: str, *, model: str = "gpt-test", id: str = "chatcmpl-1") -> dict[str, Any]:
+def chat_completion(
+    text: str, *, model: str = "gpt-test", id: str = "chatcmpl-1"
+) -> dict[str, Any]:
     return {
         "id": id,
         "object": "chat.completion",
@@ -42,17 +44,30 @@ def chat_completion(text: str, *, model: str = "gpt-test", id: str = "chatcmpl-1
     }
 
 
-def chat_sse(text: str, *, usage: bool = False, done: bool = True, finish: bool = True) -> list[bytes]:
+def chat_sse(
+    text: str, *, usage: bool = False, done: bool = True, finish: bool = True
+) -> list[bytes]:
     chunks = []
-    base = {"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 0, "model": "gpt-test"}
-    chunks.append({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]})
+    base = {
+        "id": "chatcmpl-s",
+        "object": "chat.completion.chunk",
+        "created": 0,
+        "model": "gpt-test",
+    }
+    chunks.append(
+        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
+    )
     for word in text.split(" "):
         chunks.append({**base, "choices": [{"index": 0, "delta": {"content": word + " "}}]})
     if finish:
         chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
     if usage:
         chunks.append(
-            {**base, "choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}
+            {
+                **base,
+                "choices": [],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
+            }
         )
     frames = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
     if done:
@@ -84,12 +99,20 @@ def anthropic_sse(text: str, *, stop: bool = True) -> list[bytes]:
     ]
     for word in text.split(" "):
         frames.append(
-            ev("content_block_delta", {"index": 0, "delta": {"type": "text_delta", "text": word + " "}})
+            ev(
+                "content_block_delta",
+                {"index": 0, "delta": {"type": "text_delta", "text": word + " "}},
+            )
         )
     frames.append(ev("content_block_stop", {"index": 0}))
     frames.append(
-        ev("message_delta", {"delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                             "usage": {"output_tokens": 3}})
+        ev(
+            "message_delta",
+            {
+                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+                "usage": {"output_tokens": 3},
+            },
+        )
     )
     if stop:
         frames.append(ev("message_stop", {}))
@@ -126,7 +149,9 @@ class Upstream:
         return self.lib.MockTransport(self.handler)
 
 
-def json_reply(payload: dict[str, Any], status: int = 200) -> tuple[int, dict[str, str], list[bytes]]:
+def json_reply(
+    payload: dict[str, Any], status: int = 200
+) -> tuple[int, dict[str, str], list[bytes]]:
     return status, {"content-type": "application/json"}, [json.dumps(payload).encode()]
 
 

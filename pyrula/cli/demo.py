@@ -8,7 +8,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from pyrula.demo.run import render, run_demo, show_journal
 from pyrula.errors import PyrulaError
 from pyrula.journal.store import default_path
 
@@ -24,15 +23,26 @@ def demo(
     ] = None,
 ) -> None:
     """Record a few OpenAI and Anthropic calls against a local stand-in, then replay offline."""
-    path = store if store is not None else default_path()
     console = Console()
     try:
-        result = run_demo(path)
+        # Imported here: the SDKs are an optional extra and slow to import.
+        from pyrula.demo import run
+    except ImportError as exc:
+        console.print(
+            f"pyrula demo needs the openai and anthropic SDKs ({exc}); "
+            "install them with: pip install 'pyrula[agents]'",
+            markup=False,
+            highlight=False,
+        )
+        raise typer.Exit(2) from exc
+    path = store if store is not None else default_path()
+    try:
+        result = run.run_demo(path)
     except PyrulaError as exc:
         console.print(f"[red]pyrula demo failed:[/] {exc}", highlight=False)
         raise typer.Exit(1) from exc
-    render(result, console)
-    show_journal(path, console)
+    run.render(result, console)
+    run.show_journal(path, console)
     if not result.ok:
-        console.print("[red]replay did not reproduce the recording[/]")
+        console.print("[red]the replay did not reproduce the recording[/]")
         raise typer.Exit(1)

@@ -1,6 +1,28 @@
-"""`pyrula demo`: real SDK calls recorded against a local stand-in provider, then replayed."""
+"""`pyrula demo`: real SDK calls recorded against a local stand-in provider, then replayed.
 
-from pyrula.demo.run import CallResult, DemoResult, Reply, run_demo
+The stand-in needs nothing beyond the standard library. The demo flow (`pyrula.demo.run`) needs
+the openai and anthropic SDKs (`pip install 'pyrula[agents]'`), so it is imported on first use:
+importing this package, or running any other `pyrula` command, never loads the SDKs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
 from pyrula.demo.standin import Served, StandIn
+
+if TYPE_CHECKING:
+    from pyrula.demo.run import CallResult, DemoResult, Reply, run_demo
+
+_LAZY = ("CallResult", "DemoResult", "Reply", "run_demo")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from pyrula.demo import run
+
+        return getattr(run, name)
+    raise AttributeError(f"module 'pyrula.demo' has no attribute {name!r}")
+
 
 __all__ = ["CallResult", "DemoResult", "Reply", "Served", "StandIn", "run_demo"]

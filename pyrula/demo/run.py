@@ -2,8 +2,8 @@
 
 Both SDKs are the real ones, each handed an HTTP client whose transport is Pyrula's journaling
 transport for the HTTP stack that SDK is built on (httpx2 for openai 3.x / anthropic 2.x, httpx
-for openai 2.x / anthropic 0.x). Recording runs in `cassette("demo", mode="all")`; replay runs in
-`cassette("demo", mode="none")`, which blocks the network, after the stand-in has been stopped.
+for openai 2.x / anthropic 0.x). Recording runs in the cassette `pyrula-demo` with mode "all";
+replay runs in mode "none", which blocks the network, after the stand-in has been stopped.
 The counts shown come from the stand-in's own request log.
 """
 
@@ -31,15 +31,16 @@ from rich.table import Table
 import pyrula
 from pyrula.cassette import namespace_prefix, split_key
 from pyrula.demo.standin import Served, StandIn
+from pyrula.errors import OfflineViolation, PyrulaError
 from pyrula.journal import Exchanges, open_store
 
-CASSETTE = "demo"
+CASSETTE = "pyrula-demo"
 DEMO_KEY = "sk-demo-not-a-real-key"  # the stand-in accepts any key; nothing real is sent
 OPENAI_MODEL = "gpt-4o-mini"
-ANTHROPIC_MODEL = "claude-sonnet-4-5"
+ANTHROPIC_MODEL = "claude-haiku-4-5"
 
 
-# -- results --------------------------------------------------------------------------------------
+# -- results ---------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -92,7 +93,7 @@ class DemoResult:
         )
 
 
-# -- which transport each SDK gets ------------------------------------------------------------------
+# -- which transport each SDK gets -----------------------------------------------------------------
 
 
 def uses_httpx2(sdk: ModuleType) -> bool:
@@ -123,11 +124,13 @@ def http_client(sdk: ModuleType, *, sync: bool) -> Any:
     return client_class(transport=transport)
 
 
-# -- the four calls ----------------------------------------------------------------------------------
+# -- the four calls --------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class _Call:
+class DemoCall:
+    """One call of the demo: which SDK surface, how, and the function that makes it."""
+
     provider: str
     call: str
     streamed: bool
@@ -224,15 +227,39 @@ def anthropic_streamed(standin: StandIn, prompt: str) -> Reply:
     return Reply(message.id, text)
 
 
-CALLS: tuple[_Call, ...] = (
-    _Call("openai", "chat.completions", False, "sync", "What is the capital of France?",
-          openai_plain),
-    _Call("openai", "chat.completions", True, "async", "Name three primary colours, please.",
-          openai_streamed),
-    _Call("anthropic", "messages", False, "async", "Summarise Hamlet in one line.",
-          anthropic_plain),
-    _Call("anthropic", "messages", True, "sync", "Write a haiku about keeping a journal.",
-          anthropic_streamed),
+CALLS: tuple[DemoCall, ...] = (
+    DemoCall(
+        "openai",
+        "chat.completions",
+        False,
+        "sync",
+        "What is the capital of France?",
+        openai_plain,
+    ),
+    DemoCall(
+        "openai",
+        "chat.completions",
+        True,
+        "async",
+        "Name three primary colours, please.",
+        openai_streamed,
+    ),
+    DemoCall(
+        "anthropic",
+        "messages",
+        False,
+        "async",
+        "Summarise Hamlet in one line.",
+        anthropic_plain,
+    ),
+    DemoCall(
+        "anthropic",
+        "messages",
+        True,
+        "sync",
+        "Write a haiku about keeping a journal.",
+        anthropic_streamed,
+    ),
 )
 
 
@@ -240,7 +267,19 @@ def _make_calls(standin: StandIn) -> list[Reply]:
     return [call.run(standin, call.prompt) for call in CALLS]
 
 
-# -- the flow ----------------------------------------------------------------------------------------
+def describe_error(exc: BaseException) -> str:
+    """The Pyrula error behind `exc` if there is one (SDKs wrap transport errors), else `exc`."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, (PyrulaError, OfflineViolation)):
+            return f"{type(current).__name__}: {current}"
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return f"{type(exc).__name__}: {exc}"
+
+
+# -- the flow --------------------------------------------------------------------------------------
 
 
 def run_demo(store_path: str | os.PathLike[str]) -> DemoResult:
@@ -269,8 +308,10 @@ def run_demo(store_path: str | os.PathLike[str]) -> DemoResult:
                     replayed[index] = call.run(standin, call.prompt)
             finally:
                 replayed_count = replaying.stats.replayed
-    except Exception as exc:  # a miss, a blocked request, a parse error: report, don't crash
-        replay_error = f"{type(exc).__name__}: {exc}"
+    # A miss or a blocked request (OfflineViolation, a BaseException so SDKs cannot bury it), a
+    # parse error: report it, don't crash.
+    except (Exception, OfflineViolation) as exc:
+        replay_error = describe_error(exc)
     timings["replay"] = time.perf_counter() - started
 
     log = standin.log
@@ -295,7 +336,7 @@ def run_demo(store_path: str | os.PathLike[str]) -> DemoResult:
     )
 
 
-# -- showing it --------------------------------------------------------------------------------------
+# -- showing it ------------------------------------------------------------------------------------
 
 
 def render(result: DemoResult, console: Console) -> None:
@@ -306,25 +347,21 @@ def render(result: DemoResult, console: Console) -> None:
     )
     table = Table(title=f"cassette {CASSETTE!r} in {result.store}", title_justify="left")
     table.add_column("#", justify="right")
-    table.add_column("provider")
     table.add_column("call")
     table.add_column("streamed")
-    table.add_column("client")
-    table.add_column("reply", overflow="fold")
-    table.add_column("recorded → replayed")
+    table.add_column("reply text", overflow="fold")
+    table.add_column("replay")
     for number, call in enumerate(result.calls, start=1):
         if call.replayed is None:
-            outcome = "[red]recorded, not replayed[/]"
+            outcome = "[red]missing[/]"
         elif call.matches:
-            outcome = "[green]recorded, replayed identical[/]"
+            outcome = "[green]identical[/]"
         else:
-            outcome = f"[red]recorded, replay differs: {call.replayed.text!r}[/]"
+            outcome = f"[red]differs: {call.replayed.text!r}[/]"
         table.add_row(
             str(number),
-            call.provider,
-            call.call,
+            f"{call.provider} {call.call} ({call.style})",
             "yes" if call.streamed else "no",
-            call.style,
             call.recorded.text,
             outcome,
         )
@@ -338,10 +375,15 @@ def render(result: DemoResult, console: Console) -> None:
         markup=False,
         highlight=False,
     )
+    after = (
+        "it was stopped before the replay and received nothing more"
+        if result.replay_calls == 0
+        else f"it received {result.replay_calls} more after recording ended"
+    )
     console.print(
-        "stand-in log: "
-        + ", ".join(f"{n} × {path}" for path, n in sorted(paths.items()))
-        + f" ({streamed} streamed); it was stopped before the replay and received nothing more",
+        f"stand-in log: {len(result.log)} requests ("
+        + ", ".join(f"{n} x {path}" for path, n in sorted(paths.items()))
+        + f"; {streamed} streamed); {after}",
         markup=False,
         highlight=False,
     )
@@ -384,16 +426,23 @@ def _env(name: str, value: str) -> Iterator[None]:
 
 def show_journal(store_path: str | os.PathLike[str], console: Console) -> None:
     """List what the demo left in the store: `pyrula journal ls` if present, else our own table."""
-    console.print(f"\n$ pyrula journal ls --store {store_path}", markup=False, highlight=False)
     command = journal_ls_command()
+    args = [CASSETTE, "--store", str(store_path)]
     if command is not None:
+        params = {getattr(param, "name", ""): param for param in command.params}
         options = {opt for param in command.params for opt in getattr(param, "opts", ())}
-        args = ["--store", str(store_path)] if "--store" in options else []
+        positional = [
+            name
+            for name, param in params.items()
+            if getattr(param, "param_type_name", "") == "argument"
+        ]
+        args = [CASSETTE] if positional[:1] in (["prefix"], ["cassette"], ["namespace"]) else []
+        args += ["--store", str(store_path)] if "--store" in options else []
+    console.print(f"\n$ pyrula journal ls {' '.join(args)}", markup=False, highlight=False)
+    if command is not None:
         try:
             with _env("PYRULA_STORE", str(store_path)):
-                code = command.main(
-                    args=args, prog_name="pyrula journal ls", standalone_mode=False
-                )
+                code = command.main(args=args, prog_name="pyrula journal ls", standalone_mode=False)
         except Exception as exc:  # typer's own (vendored) click errors included
             code = f"{type(exc).__name__}: {exc}"
         if not code:
@@ -427,8 +476,10 @@ __all__ = [
     "CALLS",
     "CASSETTE",
     "CallResult",
+    "DemoCall",
     "DemoResult",
     "Reply",
+    "describe_error",
     "http_client",
     "journal_ls_command",
     "list_exchanges",

@@ -16,6 +16,7 @@ the source of truth for how many calls reached the provider.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import json
@@ -62,10 +63,8 @@ def reply_text(provider: str, prompt: str) -> str:
     """The stand-in's deterministic answer to `prompt`."""
     words = prompt.split()
     digest = hashlib.sha256(prompt.encode()).hexdigest()[:6]
-    return (
-        f"Stand-in {provider} here (#{digest}): you asked {len(words)} words, "
-        f"ending with {words[-1] if words else 'nothing'!r}."
-    )
+    last = words[-1] if words else ""
+    return f"{provider} stand-in #{digest}: {len(words)} words, the last {last!r}."
 
 
 def _pieces(text: str) -> list[str]:
@@ -87,9 +86,10 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # each event leaves as soon as it is written
     server: _Server
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+    def log_message(self, format: str, *args: Any) -> None:
         return None
 
     def setup(self) -> None:
@@ -102,7 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.server.standin._closed(self.connection)
 
-    # -- requests ------------------------------------------------------------------------------
+    # -- requests ----------------------------------------------------------------------------------
 
     def do_POST(self) -> None:
         path = self.path.split("?", 1)[0]
@@ -130,7 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.standin._log_request(Served(path, False))
         self._json(HTTPStatus.NOT_FOUND, _error("not_found_error", f"no route {path}"))
 
-    # -- OpenAI chat completions ---------------------------------------------------------------
+    # -- OpenAI chat completions -------------------------------------------------------------------
 
     def _openai_chat(self, body: dict[str, Any], number: int, streamed: bool) -> None:
         prompt = last_user_text(body.get("messages"))
@@ -191,7 +191,7 @@ class _Handler(BaseHTTPRequestHandler):
         events.append(b"data: [DONE]\n\n")
         self._stream(events)
 
-    # -- Anthropic messages --------------------------------------------------------------------
+    # -- Anthropic messages ------------------------------------------------------------------------
 
     def _anthropic_messages(self, body: dict[str, Any], number: int, streamed: bool) -> None:
         prompt = last_user_text(body.get("messages"))
@@ -235,7 +235,9 @@ class _Handler(BaseHTTPRequestHandler):
                     }
                 },
             ),
-            event("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
+            event(
+                "content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}
+            ),
             event("ping", {}),
         ]
         events += [
@@ -255,7 +257,7 @@ class _Handler(BaseHTTPRequestHandler):
         ]
         self._stream(events)
 
-    # -- writing -------------------------------------------------------------------------------
+    # -- writing -----------------------------------------------------------------------------------
 
     def _json(self, status: HTTPStatus, data: dict[str, Any]) -> None:
         payload = json.dumps(data).encode()
@@ -303,7 +305,7 @@ class StandIn:
         self._port = 0
         self._counter = itertools.count(1)
 
-    # -- lifecycle -----------------------------------------------------------------------------
+    # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self) -> StandIn:
         if self._server is not None:
@@ -314,7 +316,9 @@ class StandIn:
         self._server = server
         self._port = server.server_address[1]
         self._thread = threading.Thread(
-            target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True,
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            daemon=True,
             name="pyrula-standin",
         )
         self._thread.start()
@@ -330,10 +334,8 @@ class StandIn:
         with self._lock:
             connections = list(self._connections)
         for connection in connections:
-            try:
+            with contextlib.suppress(OSError):
                 connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
@@ -353,7 +355,7 @@ class StandIn:
     ) -> None:
         self.stop()
 
-    # -- where and what ------------------------------------------------------------------------
+    # -- where and what ----------------------------------------------------------------------------
 
     @property
     def port(self) -> int:
@@ -383,7 +385,7 @@ class StandIn:
         with self._lock:
             return len(self._log)
 
-    # -- called by the handler -----------------------------------------------------------------
+    # -- called by the handler ---------------------------------------------------------------------
 
     def _log_request(self, served: Served) -> int:
         with self._lock:

@@ -232,6 +232,7 @@ class Exchanges:
 
         return self.store.write(sweep)
 
+
 def _encode(record: ExchangeRecord, first_page: bytes) -> bytes:
     header = json.dumps(record.to_json(), separators=(",", ":")).encode()
     return _U32.pack(len(header)) + header + first_page

@@ -48,8 +48,8 @@ class Store:
     ) -> None:
         self.path = Path(path) if path is not None else default_path()
         env_cap = os.environ.get("PYRULA_MAX_RECORD_BYTES")
-        self.max_record_bytes = max_record_bytes or (int(env_cap) if env_cap else None) or (
-            DEFAULT_MAX_RECORD_BYTES
+        self.max_record_bytes = (
+            max_record_bytes or (int(env_cap) if env_cap else None) or (DEFAULT_MAX_RECORD_BYTES)
         )
         self.readonly = readonly
         self._key = str(self.path.resolve())
@@ -100,7 +100,9 @@ class Store:
             self.path.mkdir(parents=True)
             return True
         if not self.path.is_dir():
-            raise NotAStore(f"{self.path} is a file, not a store folder; point PYRULA_STORE at a folder")
+            raise NotAStore(
+                f"{self.path} is a file, not a store folder; point PYRULA_STORE at a folder"
+            )
         if not data.exists():
             if any(self.path.iterdir()):
                 raise NotAStore(
@@ -226,9 +228,9 @@ class Store:
             if not cursor.set_range(prefix):
                 return
             for key, value in cursor:
-                if not key.startswith(prefix):
+                if not bytes(key).startswith(prefix):
                     break
-                yield key, value
+                yield bytes(key), bytes(value)
 
 
 def _initialise(env: lmdb.Environment) -> None:

@@ -87,9 +87,7 @@ class _Adapter:
     def __init__(self, inner: Any = None, *, session: Session | None = None) -> None:
         self._inner = inner
         self._core = JournalCore(session)
-        self._sync_frames, self._async_frames, self._sync_tee, self._async_tee = _STREAMS[
-            self._lib
-        ]
+        self._sync_frames, self._async_frames, self._sync_tee, self._async_tee = _STREAMS[self._lib]
 
     def _replayed(self, plan: Replay, request: Any, *, sync: bool) -> Any:
         stream = (self._sync_frames if sync else self._async_frames)(plan.frames)
@@ -134,8 +132,9 @@ class _SyncAdapter(_Adapter):
         planned = self._core.plan(*_request_parts(request))
         if planned is not None and isinstance(planned[0], Replay):
             return self._replayed(planned[0], request, sync=True)
+        inner = self._inner_transport()
         started = time.perf_counter()
-        response = self._inner_transport().handle_request(request)
+        response = inner.handle_request(request)
         if planned is None:
             return response
         plan, canonical = planned
@@ -158,8 +157,9 @@ class _AsyncAdapter(_Adapter):
         planned = self._core.plan(*_request_parts(request))
         if planned is not None and isinstance(planned[0], Replay):
             return self._replayed(planned[0], request, sync=False)
+        inner = self._inner_transport()
         started = time.perf_counter()
-        response = await self._inner_transport().handle_async_request(request)
+        response = await inner.handle_async_request(request)
         if planned is None:
             return response
         plan, canonical = planned

@@ -78,7 +78,9 @@ class Recording:
         self._decoder: Decoder | None = decoder_for(lowered.get("content-encoding", ""))
         content_type = lowered.get("content-type", "")
         self._completion: Completion = completion_for(
-            canonical.surface if self._decoder else "", content_type, canonical.compared,
+            canonical.surface if self._decoder else "",
+            content_type,
+            canonical.compared,
             canonical.meta,
         )
         self._status = status
@@ -87,6 +89,9 @@ class Recording:
         self._started = started
         self._streamed = "event-stream" in content_type
         self._frames: list[bytes] = []
+        # Bytes after the terminal frame (OpenAI chat's `[DONE]`) are kept by re-committing at
+        # the end; a caller that stops right after the terminal frame still leaves a record.
+        self._committed_frames = 0
         self.finished = False
 
     def feed(self, chunk: bytes) -> None:
@@ -97,7 +102,7 @@ class Recording:
         if data:
             self._frames.append(data)
             self._completion.feed(data)
-        if self._completion.complete:
+        if self._completion.complete and not self._committed_frames:
             self._commit()
 
     def eof(self) -> None:
@@ -109,24 +114,24 @@ class Recording:
             if tail:
                 self._frames.append(tail)
                 self._completion.feed(tail)
-        if self._completion.complete or self._completion.at_eof():
+        if len(self._frames) > self._committed_frames and (
+            self._completion.complete or self._completion.at_eof()
+        ):
             self._commit()
-        else:
-            self.finished = True  # truncated: never recorded as complete
+        self.finished = True  # a reply that never completed is never recorded
 
     def abandon(self) -> None:
-        """The caller stopped reading first: nothing is recorded."""
+        """The caller stopped reading: what was committed stays, nothing else is recorded."""
         self.finished = True
         self._frames = []
 
     def _commit(self) -> None:
-        self.finished = True
-        frames, self._frames = self._frames, []
+        self._committed_frames = len(self._frames)
         self._on_complete(
             Reply(
                 status=self._status,
                 headers=self._headers,
-                frames=frames,
+                frames=list(self._frames),
                 elapsed_ms=(time.perf_counter() - self._started) * 1000,
                 streamed=self._streamed,
                 decoded=self._decoder is not None,

@@ -183,9 +183,9 @@ def _event_type(event: SSEEvent) -> str:
 def _gemini_finished(event: SSEEvent) -> bool:
     data = _json(event.data)
     candidates = data.get("candidates") if isinstance(data, dict) else None
-    return bool(candidates) and all(
-        isinstance(c, dict) and c.get("finishReason") for c in candidates
-    )
+    if not isinstance(candidates, list) or not candidates:
+        return False
+    return all(isinstance(c, dict) and c.get("finishReason") for c in candidates)
 
 
 def completion_for(

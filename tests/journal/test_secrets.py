@@ -34,8 +34,19 @@ SET_COOKIE = "__cf_bm=planted-set-cookie-0123456789abcdef"
 ECHOED = "sk-proj-EchoedInErrorBody0123456789abcdef"
 BEARER = "planted.bearer.token.0123456789abcdef"
 
-SECRETS = [TEST_KEY, GOOGLE_KEY, AZURE_KEY, AWS_KEY_ID, AWS_SIGNATURE, AWS_SESSION_TOKEN,
-           COOKIE, "planted-cookie-value", SET_COOKIE, ECHOED, BEARER]
+SECRETS = [
+    TEST_KEY,
+    GOOGLE_KEY,
+    AZURE_KEY,
+    AWS_KEY_ID,
+    AWS_SIGNATURE,
+    AWS_SESSION_TOKEN,
+    COOKIE,
+    "planted-cookie-value",
+    SET_COOKIE,
+    ECHOED,
+    BEARER,
+]
 
 
 def _raw_store(path: Path) -> bytes:
@@ -52,8 +63,12 @@ def test_planted_secrets_never_reach_the_store_files(store_path, lib):
         if path.endswith("/v1/messages"):
             return json_reply(anthropic_message("ok"))
         if path.endswith("/fail"):
-            body = {"error": {"message": f"Incorrect API key provided: {ECHOED}. "
-                              f"Header was Bearer {BEARER} from {AWS_KEY_ID}"}}
+            body = {
+                "error": {
+                    "message": f"Incorrect API key provided: {ECHOED}. "
+                    f"Header was Bearer {BEARER} from {AWS_KEY_ID}"
+                }
+            }
             return json_reply(body, 401)
         return json_reply({"candidates": [], "echo": "fine"})
 

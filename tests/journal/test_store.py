@@ -111,9 +111,17 @@ def test_a_reply_larger_than_a_page_replays_frame_by_frame(tmp_path):
     with Store(tmp_path / "pages") as store:
         exchanges = Exchanges(store)
         exchanges.put(
-            b"k", request_doc={"compared": {}}, surface="generic", fingerprint="0" * 64,
-            method="POST", url="http://x.test/", status=200, headers=[], frames=frames,
-            streamed=True, elapsed_ms=0,
+            b"k",
+            request_doc={"compared": {}},
+            surface="generic",
+            fingerprint="0" * 64,
+            method="POST",
+            url="http://x.test/",
+            status=200,
+            headers=[],
+            frames=frames,
+            streamed=True,
+            elapsed_ms=0,
         )
         record, first = exchanges.get(b"k")  # type: ignore[misc]
         assert record.pages > 1

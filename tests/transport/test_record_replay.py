@@ -38,15 +38,25 @@ def test_streamed_chat_replays_the_same_chunks(store_path):
     upstream = Upstream(OPENAI_LIB, lambda r: sse_reply(chat_sse("one two three")))
     client = openai_client(upstream)
     with pyrula.cassette("stream", store=store_path):
-        live = [c.model_dump() for c in client.chat.completions.create(
-            model="gpt-test", messages=ask("count"), stream=True)]
+        live = [
+            c.model_dump()
+            for c in client.chat.completions.create(
+                model="gpt-test", messages=ask("count"), stream=True
+            )
+        ]
     with pyrula.cassette("stream", mode="none", store=store_path):
-        replayed = [c.model_dump() for c in client.chat.completions.create(
-            model="gpt-test", messages=ask("count"), stream=True)]
+        replayed = [
+            c.model_dump()
+            for c in client.chat.completions.create(
+                model="gpt-test", messages=ask("count"), stream=True
+            )
+        ]
     assert len(upstream.calls) == 1
     assert replayed == live
-    assert "".join(c["choices"][0]["delta"].get("content") or "" for c in live if c["choices"])\
+    assert (
+        "".join(c["choices"][0]["delta"].get("content") or "" for c in live if c["choices"])
         == "one two three "
+    )
 
 
 def test_async_anthropic_plain_and_streamed(store_path):
@@ -65,8 +75,12 @@ def test_async_anthropic_plain_and_streamed(store_path):
         message = await client.messages.create(
             model="claude-test", max_tokens=10, messages=ask("hi")
         )
-        events = [e.type async for e in await client.messages.create(
-            model="claude-test", max_tokens=10, messages=ask("hi"), stream=True)]
+        events = [
+            e.type
+            async for e in await client.messages.create(
+                model="claude-test", max_tokens=10, messages=ask("hi"), stream=True
+            )
+        ]
         return message.model_dump(), events
 
     with pyrula.cassette("anthropic", store=store_path):
@@ -85,7 +99,9 @@ def test_repeated_identical_requests_get_their_own_replies_in_order(store_path):
 
     def three():
         return [
-            client.chat.completions.create(model="m", messages=ask("same")).choices[0].message.content
+            client.chat.completions.create(model="m", messages=ask("same"))
+            .choices[0]
+            .message.content
             for _ in range(3)
         ]
 
@@ -118,17 +134,26 @@ def test_sdk_retry_replays_as_the_sdk_saw_it(store_path):
 def test_provider_error_is_recorded_and_replayed_as_the_sdk_error(store_path):
     upstream = Upstream(
         OPENAI_LIB,
-        lambda r: json_reply({"error": {"message": "no such model", "type": "invalid_request_error",
-                                        "code": "model_not_found"}}, 404),
+        lambda r: json_reply(
+            {
+                "error": {
+                    "message": "no such model",
+                    "type": "invalid_request_error",
+                    "code": "model_not_found",
+                }
+            },
+            404,
+        ),
     )
     client = openai_client(upstream)
     import openai
 
     with pyrula.cassette("err", store=store_path), pytest.raises(openai.NotFoundError) as live:
         client.chat.completions.create(model="nope", messages=ask("x"))
-    with pyrula.cassette("err", mode="none", store=store_path), pytest.raises(
-        openai.NotFoundError
-    ) as replayed:
+    with (
+        pyrula.cassette("err", mode="none", store=store_path),
+        pytest.raises(openai.NotFoundError) as replayed,
+    ):
         client.chat.completions.create(model="nope", messages=ask("x"))
     assert len(upstream.calls) == 1
     assert replayed.value.code == live.value.code == "model_not_found"
@@ -141,9 +166,10 @@ def test_changed_request_in_replay_only_mode_names_the_difference(store_path):
     with pyrula.cassette("miss", store=store_path):
         client.chat.completions.create(model="m", messages=history)
     changed = [{"role": "system", "content": "be verbose"}, *ask("one")]
-    with pyrula.cassette("miss", mode="none", store=store_path), pytest.raises(
-        pyrula.ReplayMiss
-    ) as miss:
+    with (
+        pyrula.cassette("miss", mode="none", store=store_path),
+        pytest.raises(pyrula.ReplayMiss) as miss,
+    ):
         client.chat.completions.create(model="m", messages=changed)
     assert "messages[0].content" in str(miss.value)
     assert len(upstream.calls) == 1

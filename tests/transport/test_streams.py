@@ -64,7 +64,10 @@ def test_a_stream_abandoned_early_is_not_recorded(store_path):
         next(iter(stream))
         stream.close()
     assert _recorded(store_path) == 0
-    with pyrula.cassette("abandon", mode="none", store=store_path), pytest.raises(pyrula.ReplayMiss):
+    with (
+        pyrula.cassette("abandon", mode="none", store=store_path),
+        pytest.raises(pyrula.ReplayMiss),
+    ):
         list(client.chat.completions.create(model="m", messages=ask("go"), stream=True))
 
 
@@ -81,11 +84,13 @@ def test_a_stream_that_ends_without_its_terminal_frame_is_not_recorded(store_pat
 def test_breaking_out_on_the_finish_chunk_leaves_the_call_recorded(store_path):
     upstream = Upstream(OPENAI_LIB, lambda r: sse_reply(chat_sse("x y")))
     client = openai_client(upstream)
-    with pyrula.cassette("finish", store=store_path):
-        with client.chat.completions.create(model="m", messages=ask("go"), stream=True) as stream:
-            for chunk in stream:
-                if chunk.choices and chunk.choices[0].finish_reason:
-                    break
+    with (
+        pyrula.cassette("finish", store=store_path),
+        client.chat.completions.create(model="m", messages=ask("go"), stream=True) as stream,
+    ):
+        for chunk in stream:
+            if chunk.choices and chunk.choices[0].finish_reason:
+                break
     assert _recorded(store_path) == 1
     with pyrula.cassette("finish", mode="none", store=store_path):
         replayed = list(client.chat.completions.create(model="m", messages=ask("go"), stream=True))
@@ -96,8 +101,9 @@ def test_breaking_out_on_the_finish_chunk_leaves_the_call_recorded(store_path):
 def test_with_usage_requested_the_usage_chunk_is_recorded_too(store_path):
     upstream = Upstream(OPENAI_LIB, lambda r: sse_reply(chat_sse("x y", usage=True, done=False)))
     client = openai_client(upstream)
-    kwargs = dict(model="m", messages=ask("go"), stream=True,
-                  stream_options={"include_usage": True})
+    kwargs = dict(
+        model="m", messages=ask("go"), stream=True, stream_options={"include_usage": True}
+    )
     with pyrula.cassette("usage", store=store_path):
         live = [c.model_dump() for c in client.chat.completions.create(**kwargs)]
     with pyrula.cassette("usage", mode="none", store=store_path):
@@ -118,7 +124,7 @@ def test_a_gzip_reply_replays_without_contradicting_its_headers(store_path):
         replayed = client.chat.completions.create(model="m", messages=ask("z"))
     assert replayed.choices[0].message.content == live.choices[0].message.content == "zipped"
     with Store(store_path) as store:
-        (_, record), = Exchanges(store).scan()
+        ((_, record),) = Exchanges(store).scan()
     assert "content-encoding" not in {k.lower() for k, _ in record.headers}
 
 
@@ -147,3 +153,26 @@ def test_async_stream_abandoned_early_is_not_recorded(store_path):
     with pyrula.cassette("async-abandon", store=store_path):
         asyncio.run(main())
     assert _recorded(store_path) == 0
+
+
+def test_a_replayed_stream_is_byte_for_byte_with_its_chunk_boundaries(store_path):
+    frames = chat_sse("exact bytes please", usage=True)
+    lib = OPENAI_LIB
+    upstream = Upstream(lib, lambda r: sse_reply(frames))
+    client = lib.Client(transport=journal_transport(lib, upstream.transport()))
+    body = {
+        "model": "m",
+        "messages": ask("x"),
+        "stream": True,
+        "stream_options": {"include_usage": True},
+    }
+
+    def read() -> list[bytes]:
+        with client.stream("POST", "http://openai.test/v1/chat/completions", json=body) as reply:
+            return list(reply.iter_raw())
+
+    with pyrula.cassette("bytes", store=store_path):
+        assert read() == frames
+    with pyrula.cassette("bytes", mode="none", store=store_path):
+        assert read() == frames
+    assert len(upstream.calls) == 1

@@ -1,0 +1,312 @@
+"""`pyrula demo` and its stand-in provider, driven with the real SDKs (only 127.0.0.1 is used)."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+anthropic = pytest.importorskip("anthropic")
+openai = pytest.importorskip("openai")
+
+from rich.console import Console  # noqa: E402
+from typer.testing import CliRunner  # noqa: E402
+
+import pyrula  # noqa: E402
+from pyrula.cassette import namespace_prefix  # noqa: E402
+from pyrula.cli.app import app  # noqa: E402
+from pyrula.demo import run  # noqa: E402
+from pyrula.demo.standin import (  # noqa: E402
+    ANTHROPIC_MESSAGES_PATH,
+    OPENAI_CHAT_PATH,
+    Served,
+    StandIn,
+    reply_text,
+)
+from pyrula.journal import Exchanges, open_store  # noqa: E402
+
+ALL_FOUR = {
+    Served(OPENAI_CHAT_PATH, False),
+    Served(OPENAI_CHAT_PATH, True),
+    Served(ANTHROPIC_MESSAGES_PATH, False),
+    Served(ANTHROPIC_MESSAGES_PATH, True),
+}
+
+
+@pytest.fixture
+def standin() -> Iterator[StandIn]:
+    with StandIn() as running:
+        yield running
+
+
+def _capture_results(monkeypatch: pytest.MonkeyPatch) -> list[run.DemoResult]:
+    results: list[run.DemoResult] = []
+    real = run.run_demo
+
+    def capturing(store_path: Any) -> run.DemoResult:
+        result = real(store_path)
+        results.append(result)
+        return result
+
+    monkeypatch.setattr(run, "run_demo", capturing)
+    return results
+
+
+# -- the command -----------------------------------------------------------------------------------
+
+
+def test_demo_command_records_live_and_replays_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = _capture_results(monkeypatch)
+    store = tmp_path / "store"
+
+    outcome = CliRunner().invoke(app, ["demo", "--store", str(store)])
+
+    assert outcome.exit_code == 0, outcome.output
+    assert "provider calls: 4 live while recording, 0 during replay" in outcome.output
+    # The journal listing closes the output: it names the recorded surfaces.
+    listing = outcome.output.split("$ pyrula journal ls", 1)[1]
+    assert "openai.chat" in listing and "anthropic.messages" in listing
+    (result,) = results
+    assert result.ok
+    # The counts come from the stand-in's own log, read after the replay.
+    assert result.live_calls == 4
+    assert result.replay_calls == 0
+    assert len(result.log) == 4
+    assert set(result.log) == ALL_FOUR
+    assert (result.recorded, result.replayed) == (4, 4)
+    for call, spec in zip(result.calls, run.CALLS, strict=True):
+        assert call.replayed is not None
+        assert call.replayed.text == call.recorded.text == reply_text(spec.provider, spec.prompt)
+        assert call.replayed.id == call.recorded.id
+    # Every live answer got a fresh id: identical ids mean the replay came from the journal.
+    assert len({call.recorded.id for call in result.calls}) == 4
+
+    records = [r for _, r in Exchanges(open_store(store)).scan(namespace_prefix("pyrula-demo"))]
+    assert sorted((r.surface, r.streamed) for r in records) == [
+        ("anthropic.messages", False),
+        ("anthropic.messages", True),
+        ("openai.chat", False),
+        ("openai.chat", True),
+    ]
+
+
+def test_demo_default_store_is_pyrula_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    results = _capture_results(monkeypatch)
+    monkeypatch.setenv("PYRULA_STORE", str(tmp_path / "from-env"))
+
+    outcome = CliRunner().invoke(app, ["demo"])
+
+    assert outcome.exit_code == 0, outcome.output
+    assert results[0].store == tmp_path / "from-env"
+    assert (tmp_path / "from-env" / "data.mdb").exists()
+
+
+def test_demo_runs_again_into_the_same_store(tmp_path: Path) -> None:
+    first = run.run_demo(tmp_path / "store")
+    second = run.run_demo(tmp_path / "store")
+
+    assert first.ok and second.ok
+    assert [c.recorded.text for c in first.calls] == [c.recorded.text for c in second.calls]
+    # mode="all" re-recorded the cassette: still four exchanges, the new ones.
+    records = list(Exchanges(open_store(tmp_path / "store")).scan(namespace_prefix("pyrula-demo")))
+    assert len(records) == 4
+
+
+def test_journal_listing_falls_back_to_its_own_table(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert run.run_demo(tmp_path / "store").ok
+    monkeypatch.setattr(run, "journal_ls_command", lambda: None)
+    out = io.StringIO()
+
+    run.show_journal(tmp_path / "store", Console(file=out, width=200))
+
+    text = out.getvalue()
+    assert f"$ pyrula journal ls pyrula-demo --store {tmp_path / 'store'}" in text
+    assert text.count("openai.chat") == 2 and text.count("anthropic.messages") == 2
+    assert "POST /v1/chat/completions" in text and "POST /v1/messages" in text
+
+
+def test_demo_exits_non_zero_when_the_replay_differs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that asks something else on replay misses the journal: reported, exit 1."""
+    prompts = iter(["first question", "a different question"])
+
+    def drifting(standin: StandIn, prompt: str) -> run.Reply:
+        return run.openai_plain(standin, next(prompts))
+
+    call = run.DemoCall("openai", "chat.completions", False, "sync", "unused", drifting)
+    monkeypatch.setattr(run, "CALLS", (call,))
+    results = _capture_results(monkeypatch)
+
+    outcome = CliRunner().invoke(app, ["demo", "--store", str(tmp_path / "store")])
+
+    assert outcome.exit_code == 1, outcome.output
+    (result,) = results
+    assert not result.ok
+    assert result.replay_error is not None and "ReplayMiss" in result.replay_error
+    assert (result.live_calls, result.replay_calls) == (1, 0)
+    assert "replay failed" in outcome.output
+
+
+def test_demo_refuses_a_folder_that_is_not_a_store(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+
+    outcome = CliRunner().invoke(app, ["demo", "--store", str(tmp_path)])
+
+    assert outcome.exit_code == 1
+    assert "pyrula demo failed" in outcome.output
+
+
+def test_each_sdk_gets_the_transport_of_its_own_http_stack() -> None:
+    import httpx2
+
+    for sdk in (openai, anthropic):
+        base = __import__(f"{sdk.__name__}._base_client", fromlist=["_"])
+        on_httpx2 = hasattr(base, "httpx2")
+        assert run.uses_httpx2(sdk) is on_httpx2
+        client = run.http_client(sdk, sync=True)
+        expected = pyrula.Httpx2Transport if on_httpx2 else pyrula.HttpxTransport
+        assert isinstance(client, httpx2.Client if on_httpx2 else httpx.Client)
+        assert isinstance(client._transport, expected)
+        client.close()
+
+
+# -- the stand-in, read by the real SDKs -----------------------------------------------------------
+
+
+def test_openai_sdk_parses_the_standin_plain_and_streamed(standin: StandIn) -> None:
+    client = openai.OpenAI(api_key="any", base_url=standin.openai_base_url, max_retries=0)
+    messages = [{"role": "user", "content": "Say something nice"}]
+    expected = reply_text("openai", "Say something nice")
+
+    plain = client.chat.completions.create(model="m", messages=messages)
+    assert plain.choices[0].message.content == expected
+    assert plain.choices[0].finish_reason == "stop"
+
+    chunks = list(
+        client.chat.completions.create(
+            model="m", messages=messages, stream=True, stream_options={"include_usage": True}
+        )
+    )
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert text == expected
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert len({c.id for c in chunks}) == 1 and chunks[0].id != plain.id
+
+    bare = list(client.chat.completions.create(model="m", messages=messages, stream=True))
+    assert all(c.usage is None for c in bare)
+    assert bare[-1].choices[0].finish_reason == "stop"
+
+    async def streamed_async() -> str:
+        async with openai.AsyncOpenAI(
+            api_key="any", base_url=standin.openai_base_url, max_retries=0
+        ) as aclient:
+            stream = await aclient.chat.completions.create(
+                model="m", messages=messages, stream=True
+            )
+            return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+    assert asyncio.run(streamed_async()) == expected
+    assert standin.log == [
+        Served(OPENAI_CHAT_PATH, False),
+        Served(OPENAI_CHAT_PATH, True),
+        Served(OPENAI_CHAT_PATH, True),
+        Served(OPENAI_CHAT_PATH, True),
+    ]
+
+
+def test_anthropic_sdk_parses_the_standin_plain_and_streamed(standin: StandIn) -> None:
+    client = anthropic.Anthropic(api_key="any", base_url=standin.anthropic_base_url, max_retries=0)
+    content = [{"type": "text", "text": "Tell me a story"}]  # content blocks, not a string
+    messages = [{"role": "user", "content": content}]
+    expected = reply_text("anthropic", "Tell me a story")
+
+    plain = client.messages.create(model="claude-haiku-4-5", max_tokens=64, messages=messages)
+    assert plain.content[0].text == expected
+    assert plain.stop_reason == "end_turn"
+
+    with client.messages.stream(
+        model="claude-haiku-4-5", max_tokens=64, messages=messages
+    ) as stream:
+        assert "".join(stream.text_stream) == expected
+        final = stream.get_final_message()
+    assert final.content[0].text == expected
+    assert final.stop_reason == "end_turn" and final.usage.output_tokens > 1
+
+    events = [
+        e.type
+        for e in client.messages.create(
+            model="claude-haiku-4-5", max_tokens=64, messages=messages, stream=True
+        )
+    ]
+    assert events[:2] == ["message_start", "content_block_start"]
+    assert events[-3:] == ["content_block_stop", "message_delta", "message_stop"]
+    assert set(events[2:-3]) == {"content_block_delta"}  # the SDK drops `ping`
+    assert standin.log == [
+        Served(ANTHROPIC_MESSAGES_PATH, False),
+        Served(ANTHROPIC_MESSAGES_PATH, True),
+        Served(ANTHROPIC_MESSAGES_PATH, True),
+    ]
+
+
+def test_standin_flushes_each_event_as_its_own_chunk(standin: StandIn) -> None:
+    body = {
+        "model": "m",
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        "messages": [{"role": "user", "content": "one two three"}],
+    }
+    with (
+        httpx.Client() as client,
+        client.stream("POST", standin.openai_base_url + "/chat/completions", json=body) as reply,
+    ):
+        assert reply.headers["content-type"].startswith("text/event-stream")
+        pieces = list(reply.iter_raw())
+    assert all(p.startswith(b"data: ") and p.endswith(b"\n\n") for p in pieces)
+    assert pieces[-1] == b"data: [DONE]\n\n"
+    usage = json.loads(pieces[-2][len(b"data: ") :])
+    assert usage["choices"] == [] and usage["usage"]["total_tokens"] > 0
+
+    body = {"model": "m", "max_tokens": 9, "stream": True, "messages": body["messages"]}
+    with (
+        httpx.Client() as client,
+        client.stream("POST", standin.anthropic_base_url + "/v1/messages", json=body) as reply,
+    ):
+        pieces = list(reply.iter_raw())
+    assert pieces[0].startswith(b"event: message_start\ndata: ")
+    assert pieces[-1] == b'event: message_stop\ndata: {"type": "message_stop"}\n\n'
+
+
+def test_standin_answers_unknown_routes_and_bad_bodies_with_errors(standin: StandIn) -> None:
+    with httpx.Client(base_url=standin.url) as client:
+        assert client.post("/v1/embeddings", json={}).status_code == 404
+        assert client.post("/v1/messages", content=b"{not json").status_code == 400
+    assert standin.log == [
+        Served("/v1/embeddings", False),
+        Served(ANTHROPIC_MESSAGES_PATH, False),
+    ]
+
+
+def test_stopped_standin_cuts_kept_alive_connections_and_refuses_new_ones() -> None:
+    standin = StandIn().start()
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
+    with httpx.Client(base_url=standin.url) as client:
+        assert client.post("/v1/chat/completions", json=body).status_code == 200
+        standin.stop()
+        # The pooled keep-alive connection was cut and the port no longer listens.
+        with pytest.raises(httpx.TransportError):
+            client.post("/v1/chat/completions", json=body)
+    assert standin.count() == 1
+    assert not standin.running
