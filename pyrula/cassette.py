@@ -109,7 +109,7 @@ class Cassette:
             self._exchanges = Exchanges(self.store)
         return self._exchanges
 
-    def plan(self, parts: RequestParts, canonical: Canonical) -> Plan:
+    def plan(self, parts: RequestParts, canonical: Canonical, *, blocking: bool = False) -> Plan:
         with self._lock:
             occurrence = self._seen.get(canonical.digest, 0)
             self._seen[canonical.digest] = occurrence + 1

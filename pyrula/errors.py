@@ -35,13 +35,18 @@ class PayloadTooLarge(PyrulaError):
         )
 
 
-class OfflineViolation(BaseException):
-    """A replay-only run asked for something it does not have.
+class JournalRefusal(BaseException):
+    """The journal refused a call at the transport: raised from inside the SDK's send.
 
-    Like pytest's own outcome exceptions this derives from BaseException: SDKs wrap and retry
+    Like pytest's own outcome exceptions these derive from BaseException: SDKs wrap and retry
     any `Exception` raised by their transport (openai 2.x turns it into `APIConnectionError`
     after sleeping through its retries), which would bury the one message that names the fix.
+    Catch them by name.
     """
+
+
+class OfflineViolation(JournalRefusal):
+    """A replay-only block asked for something it does not have."""
 
 
 class ReplayMiss(OfflineViolation):
@@ -59,3 +64,61 @@ class NetworkBlocked(OfflineViolation):
 
 class StreamFormatError(PyrulaError):
     """A recorded or live stream could not be framed (malformed or truncated bytes)."""
+
+
+class ReplayInputChanged(JournalRefusal):
+    """A resumed run asked something different at a recorded position."""
+
+    def __init__(self, message: str, *, differences: list[str] | None = None) -> None:
+        self.differences = differences or []
+        super().__init__(message)
+
+
+class RunError(PyrulaError):
+    """A durable run could not be submitted, found or driven."""
+
+
+class RunNotFound(RunError):
+    """No run with that id in the store."""
+
+
+class RunExists(RunError):
+    """A run with that id was already submitted (pass an idempotency key to re-attach)."""
+
+
+class IdempotencyConflict(RunError):
+    """An idempotency key was reused with a different input."""
+
+
+class WorkflowNotRegistered(RunError):
+    """A worker was handed a run whose workflow it has not imported."""
+
+
+class RunAttemptEnded(JournalRefusal):
+    """This attempt lost its lease (another worker took the run over): stop writing."""
+
+
+class DurableInvocationCancelled(JournalRefusal):
+    """The run was cancelled; raised in the body at its next boundary and to awaiting callers."""
+
+
+class BudgetExceeded(JournalRefusal):
+    """A model call would break one of the run's `AgentLimits`; it was not sent."""
+
+    def __init__(self, message: str, *, limit: str, code: str = "budget_exceeded") -> None:
+        self.limit = limit
+        self.code = code
+        super().__init__(message)
+
+
+class RunFailed(PyrulaError):
+    """The awaited run ended in failure; `.error` holds what its body raised."""
+
+    def __init__(self, message: str, *, status: str, error: dict[str, object] | None = None):
+        self.status = status
+        self.error = error or {}
+        super().__init__(message)
+
+
+class UnjournaledSurface(PyrulaError):
+    """A call inside a run that cannot be journaled; the message names what to use instead."""

@@ -16,7 +16,7 @@ import json
 import os
 import struct
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -150,8 +150,13 @@ class Exchanges:
         elapsed_ms: float,
         namespace: str = "",
         extra: dict[str, Any] | None = None,
+        also: Callable[[lmdb.Transaction, ExchangeRecord], None] | None = None,
     ) -> ExchangeRecord:
-        """Write one exchange in one committed transaction (replacing any record under `key`)."""
+        """Write one exchange in one committed transaction (replacing any record under `key`).
+
+        `also` runs inside the same transaction, after the record is written, so the facts it
+        adds (a run's fence check, its metering event) commit with the exchange or not at all.
+        """
         size = sum(len(f) for f in frames)
         self.store.check_size(size + len(json.dumps(request_doc)), "recorded exchange")
         pages = _pack(frames)
@@ -183,6 +188,8 @@ class Exchanges:
             txn.put(key, _encode(record, pages[0]), db=self._db)
             for number, page in enumerate(pages[1:], start=1):
                 txn.put(_page_key(record_id, number), page, db=self._frames)
+            if also is not None:
+                also(txn, record)
             return record
 
         return self.store.write(write)

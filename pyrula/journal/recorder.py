@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
+
+import lmdb
 
 from pyrula.fingerprints import Canonical, RequestParts, canonical_json
 from pyrula.journal import scrub
@@ -46,6 +49,7 @@ def record_exchange(
     reply: Reply,
     *,
     namespace: str = "",
+    also: Callable[[lmdb.Transaction, ExchangeRecord], None] | None = None,
 ) -> ExchangeRecord:
     """Scrub a live exchange and commit it under `key`; returns once it is on disk."""
     secrets = scrub.secret_values(parts.headers, parts.url)
@@ -76,4 +80,5 @@ def record_exchange(
         streamed=reply.streamed,
         elapsed_ms=reply.elapsed_ms,
         namespace=namespace,
+        also=also,
     )

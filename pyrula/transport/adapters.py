@@ -129,7 +129,7 @@ def _has_request(response: Any) -> bool:
 class _SyncAdapter(_Adapter):
     def handle_request(self, request: Any) -> Any:
         request.read()
-        planned = self._core.plan(*_request_parts(request))
+        planned = self._core.plan(*_request_parts(request), blocking=True)
         if planned is not None and isinstance(planned[0], Replay):
             return self._replayed(planned[0], request, sync=True)
         inner = self._inner_transport()
@@ -154,7 +154,7 @@ class _SyncAdapter(_Adapter):
 class _AsyncAdapter(_Adapter):
     async def handle_async_request(self, request: Any) -> Any:
         await request.aread()
-        planned = self._core.plan(*_request_parts(request))
+        planned = self._core.plan(*_request_parts(request), blocking=False)
         if planned is not None and isinstance(planned[0], Replay):
             return self._replayed(planned[0], request, sync=False)
         inner = self._inner_transport()

@@ -38,9 +38,12 @@ Plan = Replay | Live
 
 
 class Session(Protocol):
-    """Decides, per request, whether to replay, record or pass through."""
+    """Decides, per request, whether to replay, record or pass through.
 
-    def plan(self, parts: RequestParts, canonical: Canonical) -> Plan: ...
+    `blocking` is True when a sync client sends: a run refuses that on its own loop thread.
+    """
+
+    def plan(self, parts: RequestParts, canonical: Canonical, *, blocking: bool) -> Plan: ...
 
 
 _current: ContextVar[Session | None] = ContextVar("pyrula_session", default=None)
@@ -52,8 +55,10 @@ def current_session() -> Session | None:
     return _current.get() or (_process_stack[-1] if _process_stack else None)
 
 
-def push_session(session: Session) -> object:
-    _process_stack.append(session)
+def push_session(session: Session, *, process_wide: bool = True) -> object:
+    """Make `session` current; `process_wide` also lets context-less threads find it."""
+    if process_wide:
+        _process_stack.append(session)
     return _current.set(session)
 
 
@@ -146,14 +151,14 @@ class JournalCore:
         self._session = session
 
     def plan(
-        self, method: str, url: str, headers: dict[str, str], body: bytes
+        self, method: str, url: str, headers: dict[str, str], body: bytes, *, blocking: bool
     ) -> tuple[Plan, Canonical] | None:
         session = self._session or current_session()
         if session is None:
             return None
         parts = RequestParts(method=method, url=url, headers=headers, body=body)
         canonical = canonicalize(parts)
-        return session.plan(parts, canonical), canonical
+        return session.plan(parts, canonical, blocking=blocking), canonical
 
     @staticmethod
     def recording(

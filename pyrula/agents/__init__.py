@@ -1,0 +1,23 @@
+"""Durable agents: `@agent` bodies with spend caps, `@tool`s, and the errors they raise."""
+
+from pyrula.errors import (
+    BudgetExceeded,
+    DurableInvocationCancelled,
+    ReplayInputChanged,
+    UnjournaledSurface,
+)
+from pyrula.runtime import AgentContext, AgentLimits, ToolContext, agent, tool
+from pyrula.runtime.tools import ToolRefused
+
+__all__ = [
+    "AgentContext",
+    "AgentLimits",
+    "BudgetExceeded",
+    "DurableInvocationCancelled",
+    "ReplayInputChanged",
+    "ToolContext",
+    "ToolRefused",
+    "UnjournaledSurface",
+    "agent",
+    "tool",
+]

@@ -1,0 +1,1 @@
+"""Helpers for testing agents and workflows in-process."""

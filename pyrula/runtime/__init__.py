@@ -1,0 +1,39 @@
+"""Durable runs: workflows and agents whose steps, tools and model calls replay after a crash."""
+
+from pyrula.runtime.client import (
+    RunHandle,
+    answer,
+    cancel,
+    fork,
+    resume,
+    signal,
+    submit,
+)
+from pyrula.runtime.context import AgentContext, ToolContext, WorkflowContext
+from pyrula.runtime.journal import Event, RunJournal, RunRecord
+from pyrula.runtime.limits import AgentLimits
+from pyrula.runtime.metering import prices
+from pyrula.runtime.registry import agent, tool, workflow
+from pyrula.runtime.worker import Worker
+
+__all__ = [
+    "AgentContext",
+    "AgentLimits",
+    "Event",
+    "RunHandle",
+    "RunJournal",
+    "RunRecord",
+    "ToolContext",
+    "Worker",
+    "WorkflowContext",
+    "agent",
+    "answer",
+    "cancel",
+    "fork",
+    "prices",
+    "resume",
+    "signal",
+    "submit",
+    "tool",
+    "workflow",
+]

@@ -1,0 +1,266 @@
+"""One attempt at running a run's body: positions, replay of journaled facts, model calls.
+
+A run's body re-executes from the top on every attempt. Each durable operation takes the next
+position in its replay scope (`main`, `thread:<n>`, `map:<n>:<i>`, or a step's id); a position
+with a journaled outcome returns that outcome instead of doing the work again. Model calls are
+journaled exchanges under `(run, scope, index)`, checked by request fingerprint.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+from collections import defaultdict
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+import lmdb
+
+from pyrula.errors import (
+    BudgetExceeded,
+    DurableInvocationCancelled,
+    ReplayInputChanged,
+    UnjournaledSurface,
+)
+from pyrula.fingerprints import Canonical, RequestParts, diff
+from pyrula.journal.exchanges import ExchangeRecord, Exchanges
+from pyrula.journal.recorder import Reply, record_exchange
+from pyrula.runtime.journal import Event, Lease, RunJournal, RunRecord
+from pyrula.runtime.limits import AgentLimits, Budget, Reservation
+from pyrula.runtime.metering import prices, usage_from_reply
+from pyrula.transport.core import Live, Plan, Replay
+
+_U32 = struct.Struct(">I")
+RUN_PREFIX = b"r\x00"
+
+
+@dataclass(frozen=True, slots=True)
+class Scope:
+    """Where in the run a durable operation happens."""
+
+    name: str = "main"
+    within: str = "run"  # "run", "step" or "tool"
+    unit: str | None = None  # the enclosing step or tool id
+
+
+_MAIN = Scope()
+current_scope: ContextVar[Scope] = ContextVar("pyrula_scope", default=_MAIN)
+current_attempt: ContextVar[Attempt | None] = ContextVar("pyrula_attempt", default=None)
+
+
+def exchange_key(run_id: str, scope: str, index: int) -> bytes:
+    return RUN_PREFIX + run_id.encode() + b"\x00" + scope.encode() + b"\x00" + _U32.pack(index)
+
+
+class Park(BaseException):
+    """Unwinds the body when the run must wait (an interrupt, a long sleep, a signal)."""
+
+    def __init__(self, reason: str, payload: dict[str, Any], wake_at: float | None = None):
+        self.reason = reason
+        self.payload = payload
+        self.wake_at = wake_at
+        super().__init__(reason)
+
+
+class Attempt:
+    """The state of one attempt, and the transport `Session` of the run while it executes."""
+
+    def __init__(
+        self,
+        journal: RunJournal,
+        run: RunRecord,
+        lease: Lease,
+        *,
+        limits: AgentLimits | None = None,
+        is_agent: bool = False,
+    ) -> None:
+        self.journal = journal
+        self.exchanges = Exchanges(journal.store)
+        self.run = run
+        self.lease = lease
+        self.is_agent = is_agent
+        self.budget = Budget(limits)
+        self.loop_thread = threading.get_ident()
+        self._lock = threading.Lock()
+        self._positions: dict[tuple[str, str], int] = defaultdict(int)
+        self.facts: dict[str, Event] = {}
+        self.open_children: dict[str, str] = {}
+        self.by_type: dict[str, list[Event]] = defaultdict(list)
+        for event in journal.events(run.id):
+            self._learn(event)
+
+    def _learn(self, event: Event) -> None:
+        self.by_type[event.type].append(event)
+        position = event.payload.get("position")
+        if isinstance(position, str):
+            self.facts[position] = event
+        if event.type == "llm:done":
+            self.budget.replayed(event.payload)
+
+    # -- positions and facts -------------------------------------------------------------------
+
+    def next_position(self, kind: str) -> str:
+        scope = current_scope.get()
+        with self._lock:
+            index = self._positions[(scope.name, kind)]
+            self._positions[(scope.name, kind)] = index + 1
+        return f"{scope.name}/{kind}{index}"
+
+    def write(self, kind: str, payload: dict[str, Any]) -> Event:
+        """Journal a fact of this attempt (fenced by its lease) and remember it."""
+        event = self.journal.append(self.run.id, self.lease, kind, payload)
+        with self._lock:
+            self._learn(event)
+        return event
+
+    def check_cancel(self) -> None:
+        if self.journal.get(self.run.id).cancel_requested:
+            raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
+
+    # -- model calls: the run as a transport session -----------------------------------------
+
+    def plan(self, parts: RequestParts, canonical: Canonical, *, blocking: bool = False) -> Plan:
+        if blocking and threading.get_ident() == self.loop_thread:
+            raise UnjournaledSurface(
+                "a sync model client was called on the run's own event loop thread, where it "
+                "would block the run and cannot be journaled; call it through "
+                "`await ctx.to_thread(fn)` (or `asyncio.to_thread`), or use the async client"
+            )
+        self.check_cancel()
+        scope = current_scope.get()
+        if scope.within != "run":
+            # Inside a step or tool the unit's result is what is durable: meter, do not journal.
+            reservation = self.budget.reserve(len(parts.body), canonical.meta)
+            return Live(self._meter_only(canonical, scope, reservation))
+        position = self.next_position("llm")
+        index = int(position.rsplit("llm", 1)[1])
+        key = exchange_key(self.run.id, scope.name, index)
+        found = self.exchanges.get(key)
+        if found is not None:
+            record, first_page = found
+            if record.fingerprint != canonical.digest:
+                raise self._changed(record, canonical, position)
+            return Replay(record.status, record.headers, self.exchanges.frames(record, first_page))
+        reservation = self.budget.reserve(len(parts.body), canonical.meta)
+        return Live(self._journaled(key, position, parts, canonical, scope, reservation))
+
+    def _changed(
+        self, record: ExchangeRecord, canonical: Canonical, position: str
+    ) -> ReplayInputChanged:
+        recorded = self.exchanges.request(record).get("compared", {})
+        differences = diff(recorded, canonical.compared) or ["the request's surface changed"]
+        lines = "\n".join(f"  - {d}" for d in differences)
+        return ReplayInputChanged(
+            f"run {self.run.id}: the model call at {position} differs from the one journaled "
+            f"there:\n{lines}\nA resumed run must ask what it asked before; start a new run (or "
+            "fork this one) to ask something else.",
+            differences=differences,
+        )
+
+    def _llm_payload(
+        self, canonical: Canonical, reply: Reply, scope: Scope, position: str | None
+    ) -> dict[str, Any]:
+        usage = usage_from_reply(canonical.surface, b"".join(reply.frames), reply.streamed)
+        requested = canonical.meta.get("model")
+        model = usage.model or (requested if isinstance(requested, str) else None)
+        return {
+            "position": position,
+            "surface": canonical.surface,
+            "model": model,
+            "requested_model": requested,
+            "status": reply.status,
+            "input_tokens": usage.input_tokens,
+            "output_tokens": usage.output_tokens,
+            "cache_read_tokens": usage.cache_read_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
+            "total_tokens": usage.total_tokens,
+            "cost_usd": prices.cost(usage, model),
+            "estimated": False,
+            "within": scope.within,
+            "step_id": scope.unit,
+        }
+
+    def _journaled(
+        self,
+        key: bytes,
+        position: str,
+        parts: RequestParts,
+        canonical: Canonical,
+        scope: Scope,
+        reservation: Reservation,
+    ) -> Callable[[Reply], None]:
+        def commit(reply: Reply) -> None:
+            payload = self._llm_payload(canonical, reply, scope, position)
+            written: list[Event] = []
+
+            def with_event(txn: lmdb.Transaction, record: ExchangeRecord) -> None:
+                self.journal.check_lease(txn, self.run.id, self.lease)
+                written.append(self.journal.append_in(txn, self.run.id, "llm:done", payload))
+
+            if self.facts.get(position) is not None:
+                # Bytes that followed the terminal frame: amend the exchange, count it once.
+                record_exchange(self.exchanges, key, parts, canonical, reply)
+                return
+            record_exchange(self.exchanges, key, parts, canonical, reply, also=with_event)
+            self.budget.settle(reservation, None)
+            with self._lock:
+                for event in written:
+                    self._learn(event)
+
+        return commit
+
+    def _meter_only(
+        self, canonical: Canonical, scope: Scope, reservation: Reservation
+    ) -> Callable[[Reply], None]:
+        done = threading.Event()
+
+        def meter(reply: Reply) -> None:
+            if done.is_set():
+                return
+            done.set()
+            self.budget.settle(reservation, None)
+            self.write("llm:done", self._llm_payload(canonical, reply, scope, None))
+
+        return meter
+
+
+def rebuild_error(error: dict[str, Any]) -> BaseException:
+    """The exception a journaled failure replays as: Pyrula's own types exactly, others by name."""
+    from pyrula import errors
+
+    kind = error.get("type", "Exception")
+    message = error.get("message", "")
+    if kind == "BudgetExceeded":
+        return BudgetExceeded(message, limit=error.get("limit", ""), code=error.get("code", ""))
+    cls = getattr(errors, kind, None)
+    if isinstance(cls, type) and issubclass(cls, BaseException):
+        try:
+            return cls(message)
+        except TypeError:
+            pass
+    return StepFailed(kind, message)
+
+
+class StepFailed(Exception):
+    """A step or tool failed on an earlier attempt; its journaled error, replayed."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        self.type_name = type_name
+        super().__init__(f"{type_name}: {message}")
+
+
+def describe_error(exc: BaseException) -> dict[str, Any]:
+    data: dict[str, Any] = {"type": type(exc).__name__, "message": str(exc)}
+    if isinstance(exc, BudgetExceeded):
+        data.update(limit=exc.limit, code=exc.code)
+    return data
+
+
+def to_json_value(value: Any) -> Any:
+    """Check that a value can be journaled, the way it will come back on replay."""
+    from pyrula.runtime.journal import _dump
+
+    return json.loads(_dump(value))

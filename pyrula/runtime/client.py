@@ -1,0 +1,253 @@
+"""Submitting runs and driving them from outside: await, cancel, answer, resume, fork."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+from pyrula.errors import (
+    DurableInvocationCancelled,
+    RunError,
+    RunExists,
+    RunFailed,
+)
+from pyrula.journal.exchanges import Exchanges
+from pyrula.journal.store import Store, open_store
+from pyrula.runtime.attempt import Attempt, exchange_key
+from pyrula.runtime.journal import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    PARKED,
+    QUEUED,
+    TERMINAL,
+    Event,
+    RunJournal,
+    RunRecord,
+)
+from pyrula.runtime.registry import Definition
+
+StoreLike = Store | str | os.PathLike[str] | None
+
+
+def _journal(store: StoreLike) -> RunJournal:
+    return RunJournal(store if isinstance(store, Store) else open_store(store))
+
+
+def _name(workflow: Definition[..., Any] | str) -> str:
+    return workflow if isinstance(workflow, str) else workflow.name
+
+
+@dataclass
+class RunHandle:
+    """A submitted run: read its state, its events, or wait for its result."""
+
+    id: str
+    journal: RunJournal
+    created: bool = True
+
+    @property
+    def record(self) -> RunRecord:
+        return self.journal.get(self.id)
+
+    def events(self) -> list[Event]:
+        return self.journal.events(self.id)
+
+    async def wait(self, poll_seconds: float = 0.05, *, until_parked: bool = False) -> RunRecord:
+        while True:
+            record = self.journal.get(self.id)
+            if record.status in TERMINAL or (until_parked and record.status == PARKED):
+                return record
+            await asyncio.sleep(poll_seconds)
+
+    async def result(self, poll_seconds: float = 0.05) -> Any:
+        """The run's result once it completes; raises if it was cancelled or failed."""
+        record = await self.wait(poll_seconds)
+        return outcome_of(record)
+
+
+def outcome_of(record: RunRecord) -> Any:
+    if record.status == COMPLETED:
+        return record.result
+    if record.status == CANCELLED:
+        raise DurableInvocationCancelled(f"run {record.id} was cancelled")
+    error = record.error or {}
+    raise RunFailed(
+        f"run {record.id} ended {record.status}: {error.get('type', '')}: "
+        f"{error.get('message', '')}",
+        status=record.status,
+        error=error,
+    )
+
+
+def submit(
+    workflow: Definition[..., Any] | str,
+    *args: Any,
+    store: StoreLike = None,
+    run_id: str | None = None,
+    idempotency_key: str | None = None,
+    token_ttl: float = 24 * 3600,
+    capture: str = "io",
+    **kwargs: Any,
+) -> RunHandle:
+    """Queue a run of `workflow(ctx, *args, **kwargs)`; a worker on the same store executes it.
+
+    Under an `idempotency_key` a second submission attaches to the first run (and a different
+    input raises `IdempotencyConflict`); without one, reusing a `run_id` raises `RunExists`.
+    """
+    if capture not in ("io", "metadata"):
+        raise ValueError("capture must be 'io' (inputs and results kept) or 'metadata'")
+    journal = _journal(store)
+    record, created = journal.submit(
+        _name(workflow),
+        {"args": list(args), "kwargs": kwargs},
+        run_id=run_id,
+        idempotency_key=idempotency_key,
+        token_ttl=token_ttl,
+        capture=capture,
+    )
+    return RunHandle(record.id, journal, created)
+
+
+def cancel(run_id: str, *, store: StoreLike = None) -> RunRecord:
+    """Ask a run to stop; it is observed at the body's next boundary (or before it starts)."""
+    journal = _journal(store)
+    record = journal.get(run_id)
+    if record.status in TERMINAL:
+        return record
+    changes: dict[str, Any] = {"cancel_requested": True}
+    if record.status == PARKED:
+        changes["wake_at"] = 0.0
+    return journal.update(run_id, **changes)
+
+
+def answer(run_id: str, value: Any, *, store: StoreLike = None) -> Event:
+    """Answer the question a run is parked on; the run is queued to resume."""
+    journal = _journal(store)
+    record = journal.get(run_id)
+    events = journal.events(run_id)
+    asked = [e.payload["id"] for e in events if e.type == "interrupt"]
+    answered = {e.payload.get("id") for e in events if e.type == "interrupt:answer"}
+    pending = [i for i in asked if i not in answered]
+    if record.status != PARKED or not pending:
+        raise RunError(f"run {run_id} is not waiting for an answer (status {record.status})")
+    return journal.deliver(run_id, "interrupt:answer", {"id": pending[0], "answer": value})
+
+
+def signal(run_id: str, name: str, payload: Any = None, *, store: StoreLike = None) -> Event:
+    """Send a signal to a run from outside."""
+    return _journal(store).deliver(run_id, "signal", {"name": name, "payload": payload})
+
+
+def resume(run_id: str, *, store: StoreLike = None) -> RunRecord:
+    """Queue a parked run now, or a failed one again (its journaled work replays)."""
+    journal = _journal(store)
+    record = journal.get(run_id)
+    if record.status == PARKED:
+        return journal.update(run_id, wake_at=0.0)
+    if record.status in (FAILED, "budget_exceeded"):
+        if record.capture != "io":
+            raise RunError(f"run {run_id} kept no input (capture={record.capture}); resubmit it")
+        journal.requeue(run_id, record.input)
+        return journal.get(run_id)
+    raise RunError(f"run {run_id} is {record.status}; only parked or failed runs resume")
+
+
+_REPLAYED_FACTS = frozenset(
+    {
+        "step:done",
+        "step:error",
+        "tool:done",
+        "tool:error",
+        "llm:done",
+        "sleep",
+        "interrupt",
+        "interrupt:answer",
+        "signal",
+        "signal:sent",
+        "child:started",
+        "emit",
+    }
+)
+
+
+def fork(run_id: str, at_seq: int, *, store: StoreLike = None) -> RunHandle:
+    """A new run of the same workflow and input that replays `run_id`'s journal up to event
+    `at_seq` and goes live from there (a what-if branch)."""
+    journal = _journal(store)
+    source = journal.get(run_id)
+    data = journal.queued_input(run_id) or source.input
+    if data is None:
+        raise RunError(f"run {run_id} kept no input (capture={source.capture}); cannot fork it")
+    seeds = [
+        (e.type, e.payload)
+        for e in journal.events(run_id)
+        if e.seq <= at_seq and e.type in _REPLAYED_FACTS
+    ]
+    new_id = f"run_{uuid.uuid4().hex[:20]}"
+    exchanges = Exchanges(journal.store)
+    for kind, payload in seeds:
+        position = payload.get("position")
+        if kind == "llm:done" and isinstance(position, str):
+            scope, _, index = position.rpartition("/llm")
+            old = exchange_key(run_id, scope, int(index))
+            new = exchange_key(new_id, scope, int(index))
+
+            def copy(txn: Any, old: bytes = old, new: bytes = new) -> None:
+                value = txn.get(old, db=exchanges._db)
+                if value is not None:
+                    txn.put(new, value, db=exchanges._db)
+
+            journal.store.write(copy)
+    record, _ = journal.submit(
+        source.name,
+        data,
+        run_id=new_id,
+        capture=source.capture,
+        forked_from={"run": run_id, "at_seq": at_seq},
+        seed_events=seeds,
+    )
+    return RunHandle(record.id, journal)
+
+
+def submit_child(
+    attempt: Attempt,
+    workflow: Definition[..., Any] | str,
+    child_id: str,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> None:
+    # An earlier attempt may have submitted it and died before journaling that it did.
+    with contextlib.suppress(RunExists):
+        attempt.journal.submit(
+            _name(workflow),
+            {"args": list(args), "kwargs": kwargs},
+            run_id=child_id,
+            capture=attempt.run.capture,
+        )
+
+
+async def child_result(attempt: Attempt, child_id: str, poll_seconds: float = 0.05) -> Any:
+    while True:
+        attempt.check_cancel()
+        record = attempt.journal.get(child_id)
+        if record.status in TERMINAL:
+            return outcome_of(record)
+        await asyncio.sleep(poll_seconds)
+
+
+__all__ = [
+    "QUEUED",
+    "RunHandle",
+    "answer",
+    "cancel",
+    "fork",
+    "outcome_of",
+    "resume",
+    "signal",
+    "submit",
+]

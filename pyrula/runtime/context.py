@@ -1,0 +1,290 @@
+"""The contexts a run's body is handed: every durable operation it can perform."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import inspect
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
+
+from pyrula.errors import BudgetExceeded, DurableInvocationCancelled
+from pyrula.runtime.attempt import (
+    Attempt,
+    Park,
+    Scope,
+    current_scope,
+    describe_error,
+    rebuild_error,
+    to_json_value,
+)
+
+T = TypeVar("T")
+
+# A sleep shorter than this waits in place (holding the lease); a longer one parks the run.
+_PARK_AFTER_SECONDS = 2.0
+
+
+async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    result = fn(*args, **kwargs)
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+class WorkflowContext:
+    """Handed to a `@workflow` body as its first argument."""
+
+    def __init__(self, attempt: Attempt) -> None:
+        self._attempt = attempt
+
+    @property
+    def run_id(self) -> str:
+        return self._attempt.run.id
+
+    @property
+    def attempt(self) -> int:
+        return self._attempt.lease.attempt
+
+    @property
+    def cancelled(self) -> bool:
+        return bool(self._attempt.journal.get(self.run_id).cancel_requested)
+
+    # -- steps ---------------------------------------------------------------------------------
+
+    async def step(
+        self,
+        name_or_fn: str | Callable[..., Any],
+        *args: Any,
+        retries: int = 0,
+        backoff: float = 0.5,
+        **kwargs: Any,
+    ) -> Any:
+        """Run `fn(*args, **kwargs)` once: its result is journaled and replayed ever after.
+
+        `ctx.step("charge", charge_card, order)` or `ctx.step(charge_card, order)`. A failure is
+        retried `retries` times with exponential `backoff`, then journaled and raised again on
+        every replay.
+        """
+        if isinstance(name_or_fn, str):
+            name, fn = name_or_fn, args[0]
+            args = args[1:]
+        else:
+            fn = name_or_fn
+            name = getattr(fn, "__name__", "step")
+        return await self._unit("step", name, fn, args, kwargs, retries=retries, backoff=backoff)
+
+    async def _unit(
+        self,
+        kind: str,
+        name: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        *,
+        retries: int = 0,
+        backoff: float = 0.5,
+        extra: dict[str, Any] | None = None,
+    ) -> Any:
+        attempt = self._attempt
+        attempt.check_cancel()
+        position = attempt.next_position(kind)
+        recorded = attempt.facts.get(position)
+        if recorded is not None:
+            if recorded.payload.get("name") != name:
+                from pyrula.errors import ReplayInputChanged
+
+                raise ReplayInputChanged(
+                    f"run {self.run_id}: {kind} {position} was {recorded.payload.get('name')!r} "
+                    f"when journaled and is {name!r} now; a resumed run must take the same path"
+                )
+            if recorded.type.endswith(":done"):
+                return recorded.payload.get("result")
+            raise rebuild_error(recorded.payload.get("error", {}))
+        scope = Scope(position, within=kind, unit=position)
+        token = current_scope.set(scope)
+        try:
+            for tries in range(retries + 1):
+                try:
+                    result = to_json_value(await _call(fn, *args, **kwargs))
+                    break
+                except (BudgetExceeded, Exception) as exc:
+                    if isinstance(exc, BudgetExceeded) or tries == retries:
+                        attempt.write(
+                            f"{kind}:error",
+                            {
+                                "position": position,
+                                "name": name,
+                                "error": describe_error(exc),
+                                **(extra or {}),
+                            },
+                        )
+                        raise
+                    attempt.write(
+                        f"{kind}:retry",
+                        {
+                            "name": name,
+                            "unit": position,
+                            "try": tries + 1,
+                            "error": describe_error(exc),
+                        },
+                    )
+                    await asyncio.sleep(backoff * 2**tries)
+                    attempt.check_cancel()
+        finally:
+            current_scope.reset(token)
+        attempt.write(
+            f"{kind}:done", {"position": position, "name": name, "result": result, **(extra or {})}
+        )
+        return result
+
+    # -- threads ---------------------------------------------------------------------------------
+
+    async def to_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Run blocking `fn` on a thread that carries the run: its sync model calls journal."""
+        position = self._attempt.next_position("thread")
+        base = current_scope.get()
+        return await self._on_thread(
+            Scope(f"thread:{position}", base.within, base.unit), fn, *args, **kwargs
+        )
+
+    async def map_threads(self, fn: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
+        """`fn(item)` for each item, concurrently on threads, each with its own replay scope."""
+        position = self._attempt.next_position("map")
+        base = current_scope.get()
+        return list(
+            await asyncio.gather(
+                *(
+                    self._on_thread(Scope(f"map:{position}:{i}", base.within, base.unit), fn, item)
+                    for i, item in enumerate(items)
+                )
+            )
+        )
+
+    async def _on_thread(self, scope: Scope, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
+        self._attempt.check_cancel()
+        context = contextvars.copy_context()
+        context.run(current_scope.set, scope)
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(None, lambda: context.run(fn, *args, **kw))
+
+    # -- waiting ---------------------------------------------------------------------------------
+
+    async def sleep(self, seconds: float) -> None:
+        """A durable sleep: a resumed run wakes when the original deadline passes."""
+        attempt = self._attempt
+        position = attempt.next_position("sleep")
+        recorded = attempt.facts.get(position)
+        until = (
+            float(recorded.payload["until"])
+            if recorded is not None
+            else float(
+                attempt.write(
+                    "sleep", {"position": position, "until": time.time() + seconds}
+                ).payload["until"]
+            )
+        )
+        remaining = until - time.time()
+        if remaining <= 0:
+            return
+        if remaining < _PARK_AFTER_SECONDS:
+            await asyncio.sleep(remaining)
+            return
+        raise Park("sleep", {"position": position, "until": until}, wake_at=until)
+
+    async def interrupt(self, question: Any) -> Any:
+        """Park the run until someone answers `question` (`pyrula runs answer RUN ANSWER`)."""
+        attempt = self._attempt
+        attempt.check_cancel()
+        position = attempt.next_position("interrupt")
+        for answer in attempt.by_type["interrupt:answer"]:
+            if answer.payload.get("id") == position:
+                return answer.payload.get("answer")
+        if attempt.facts.get(position) is None:
+            attempt.write(
+                "interrupt",
+                {"position": position, "id": position, "question": to_json_value(question)},
+            )
+        raise Park("interrupt", {"id": position, "question": to_json_value(question)})
+
+    async def wait_signal(self, name: str) -> Any:
+        """The next signal `name` sent to this run (parks until one arrives)."""
+        attempt = self._attempt
+        attempt.check_cancel()
+        position = attempt.next_position(f"wait:{name}:")
+        index = int(position.rsplit(":", 1)[1])
+        arrived = [e for e in attempt.by_type["signal"] if e.payload.get("name") == name]
+        if index < len(arrived):
+            return arrived[index].payload.get("payload")
+        raise Park("signal", {"name": name})
+
+    async def send_signal(self, run_id: str, name: str, payload: Any = None) -> None:
+        """Send a signal to another run, once (a replay does not send it again)."""
+        attempt = self._attempt
+        attempt.check_cancel()
+        position = attempt.next_position("send")
+        if attempt.facts.get(position) is not None:
+            return
+        attempt.journal.deliver(run_id, "signal", {"name": name, "payload": to_json_value(payload)})
+        attempt.write("signal:sent", {"position": position, "to": run_id, "name": name})
+
+    async def emit(self, kind: str, payload: dict[str, Any] | None = None) -> None:
+        """A progress event in the run's journal (written once, not again on replay)."""
+        attempt = self._attempt
+        attempt.check_cancel()
+        position = attempt.next_position("emit")
+        if attempt.facts.get(position) is None:
+            attempt.write(
+                "emit", {"position": position, "kind": kind, "data": to_json_value(payload or {})}
+            )
+
+    async def run_child(
+        self,
+        workflow: Any,
+        *args: Any,
+        parent_close: str = "cancel",
+        **kwargs: Any,
+    ) -> Any:
+        """Start `workflow` as a child run (once) and wait for its result."""
+        from pyrula.runtime.client import child_result, submit_child
+
+        attempt = self._attempt
+        attempt.check_cancel()
+        position = attempt.next_position("child")
+        child_id = f"{self.run_id}.{position.replace('/', '.')}"
+        if attempt.facts.get(position) is None:
+            submit_child(attempt, workflow, child_id, args, kwargs)
+            attempt.write(
+                "child:started",
+                {"position": position, "child": child_id, "parent_close": parent_close},
+            )
+        attempt.open_children[child_id] = parent_close
+        result = await child_result(attempt, child_id)
+        attempt.open_children.pop(child_id, None)
+        return result
+
+
+class AgentContext(WorkflowContext):
+    """Handed to an `@agent` body: a workflow context whose model calls are held to its limits."""
+
+
+class ToolContext(WorkflowContext):
+    """Handed to a `@tool` whose first parameter asks for it."""
+
+    def __init__(self, attempt: Attempt, tool_call_id: str | None) -> None:
+        super().__init__(attempt)
+        self.tool_call_id = tool_call_id
+        # Stable across a resume: the tool's position in the run, unless the model named it.
+        self.idempotency_key = tool_call_id
+
+    @property
+    def within(self) -> str:
+        return current_scope.get().within
+
+
+def cancelled_error(run_id: str) -> DurableInvocationCancelled:
+    return DurableInvocationCancelled(f"run {run_id} was cancelled")
+
+
+__all__ = ["AgentContext", "ToolContext", "WorkflowContext", "cancelled_error"]

@@ -1,0 +1,174 @@
+"""What a model call cost: usage read from the recorded reply, priced from a packaged table."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from pyrula.transport.framing import SSEDecoder
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    model: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    @property
+    def total_tokens(self) -> int:
+        return (
+            self.input_tokens
+            + self.output_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
+        )
+
+
+def _documents(body: bytes, streamed: bool) -> list[Any]:
+    if not streamed:
+        try:
+            return [json.loads(body)]
+        except ValueError:
+            return []
+    decoder = SSEDecoder()
+    found = []
+    for event in [*decoder.feed(body), *decoder.close()]:
+        try:
+            found.append(json.loads(event.data))
+        except ValueError:
+            continue
+    return found
+
+
+def _int(value: Any) -> int:
+    return int(value) if isinstance(value, int | float) else 0
+
+
+def usage_from_reply(surface: str, body: bytes, streamed: bool) -> Usage:
+    """Read token usage the way each provider reports it (a stream: its cumulative counts)."""
+    model: str | None = None
+    inp = out = cache_read = cache_write = 0
+    for doc in _documents(body, streamed):
+        if not isinstance(doc, dict):
+            continue
+        if surface.startswith("anthropic."):
+            message = doc.get("message") if doc.get("type") == "message_start" else doc
+            if isinstance(message, dict):
+                model = message.get("model") or model
+                usage = message.get("usage") or {}
+                inp = _int(usage.get("input_tokens")) or inp
+                cache_read = _int(usage.get("cache_read_input_tokens")) or cache_read
+                cache_write = _int(usage.get("cache_creation_input_tokens")) or cache_write
+                out = _int(usage.get("output_tokens")) or out
+            if doc.get("type") == "message_delta":
+                out = _int((doc.get("usage") or {}).get("output_tokens")) or out
+            continue
+        if surface.startswith("gemini."):
+            model = doc.get("modelVersion") or model
+            meta = doc.get("usageMetadata") or {}
+            if meta:
+                cached = _int(meta.get("cachedContentTokenCount"))
+                prompt = _int(meta.get("promptTokenCount")) + _int(
+                    meta.get("toolUsePromptTokenCount")
+                )
+                inp, cache_read = prompt - cached, cached
+                out = _int(meta.get("candidatesTokenCount")) + _int(meta.get("thoughtsTokenCount"))
+            continue
+        if surface == "openai.responses":
+            response = doc.get("response") if "response" in doc else doc
+            if isinstance(response, dict) and response.get("usage"):
+                model = response.get("model") or model
+                usage = response["usage"]
+                cached = _int((usage.get("input_tokens_details") or {}).get("cached_tokens"))
+                inp, cache_read = _int(usage.get("input_tokens")) - cached, cached
+                out = _int(usage.get("output_tokens"))
+            continue
+        model = doc.get("model") or model
+        usage = doc.get("usage") or {}
+        if usage:
+            if "inputTokens" in usage:  # Bedrock converse
+                inp, out = _int(usage.get("inputTokens")), _int(usage.get("outputTokens"))
+                cache_read = _int(usage.get("cacheReadInputTokens"))
+                cache_write = _int(usage.get("cacheWriteInputTokens"))
+            else:
+                cached = _int((usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
+                inp, cache_read = _int(usage.get("prompt_tokens")) - cached, cached
+                out = _int(usage.get("completion_tokens"))
+    return Usage(model, inp, out, cache_read, cache_write)
+
+
+_PREFIX = re.compile(r"^(?:[a-z]{2}\.)?(?:openai|anthropic|google|meta|amazon)[./]")
+_SUFFIXES = (
+    re.compile(r"-v\d+(?::\d+)?$"),  # Bedrock version tags
+    re.compile(r"@\d{8}$"),  # Vertex dates
+    re.compile(r"-\d{4}-\d{2}-\d{2}$"),  # OpenAI snapshot dates
+    re.compile(r"-\d{8}$"),  # Anthropic snapshot dates
+    re.compile(r"-latest$"),
+)
+
+
+def canonical_model(model: str) -> str:
+    """`us.anthropic.claude-haiku-4-5-20251001-v1:0` and `claude-haiku-4-5@20251001` ->
+    `claude-haiku-4-5`; `openai/gpt-4o-2024-08-06` -> `gpt-4o`."""
+    name = model.strip().lower().rsplit("/", 1)[-1] if "/" in model else model.strip().lower()
+    name = _PREFIX.sub("", name)
+    changed = True
+    while changed:
+        changed = False
+        for pattern in _SUFFIXES:
+            trimmed = pattern.sub("", name)
+            if trimmed != name:
+                name, changed = trimmed, True
+    return name
+
+
+class PriceTable:
+    """USD per million tokens by canonical model id; rows you add win over packaged ones."""
+
+    def __init__(self) -> None:
+        raw = json.loads(resources.files("pyrula.runtime").joinpath("prices.json").read_text())
+        self._rows: dict[str, dict[str, float]] = {
+            k: v for k, v in raw.items() if not k.startswith("_")
+        }
+
+    def add(
+        self,
+        model: str,
+        *,
+        input: float,
+        output: float,
+        cache_read: float | None = None,
+        cache_write: float | None = None,
+    ) -> None:
+        row = {"input": input, "output": output}
+        if cache_read is not None:
+            row["cache_read"] = cache_read
+        if cache_write is not None:
+            row["cache_write"] = cache_write
+        self._rows[model] = row
+        self._rows[canonical_model(model)] = row
+
+    def row(self, model: str | None) -> dict[str, float] | None:
+        if not model:
+            return None
+        return self._rows.get(model) or self._rows.get(canonical_model(model))
+
+    def cost(self, usage: Usage, model: str | None = None) -> float | None:
+        row = self.row(model or usage.model)
+        if row is None:
+            return None
+        per = 1_000_000
+        return (
+            usage.input_tokens * row["input"]
+            + usage.output_tokens * row["output"]
+            + usage.cache_read_tokens * row.get("cache_read", row["input"])
+            + usage.cache_write_tokens * row.get("cache_write", row["input"])
+        ) / per
+
+
+prices = PriceTable()

@@ -1,0 +1,39 @@
+"""Durable workflows: `@workflow` bodies, their context, and running them."""
+
+from pyrula.errors import (
+    DurableInvocationCancelled,
+    IdempotencyConflict,
+    ReplayInputChanged,
+    RunExists,
+    RunFailed,
+)
+from pyrula.runtime import (
+    RunHandle,
+    Worker,
+    WorkflowContext,
+    answer,
+    cancel,
+    fork,
+    resume,
+    signal,
+    submit,
+    workflow,
+)
+
+__all__ = [
+    "DurableInvocationCancelled",
+    "IdempotencyConflict",
+    "ReplayInputChanged",
+    "RunExists",
+    "RunFailed",
+    "RunHandle",
+    "Worker",
+    "WorkflowContext",
+    "answer",
+    "cancel",
+    "fork",
+    "resume",
+    "signal",
+    "submit",
+    "workflow",
+]

@@ -1,0 +1,155 @@
+"""SIGKILL real worker processes at random points; the run must finish as if nothing happened."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from pyrula.journal.store import Store
+from pyrula.runtime import RunJournal, submit
+from tests.runtime.crash_app import STEPS
+
+ROOT = Path(__file__).parents[2]
+KILLS_PER_RUN = 10
+RUNS = 5  # 50 kills in all
+
+
+class _Provider(BaseHTTPRequestHandler):
+    log: list[str] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        question = body["messages"][-1]["content"]
+        type(self).log.append(question)
+        reply = json.dumps({"choices": [{"message": {"content": f"re {question}"}}]}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(reply)))
+        self.end_headers()
+        self.wfile.write(reply)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture
+def provider():
+    _Provider.log = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Provider)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", _Provider.log
+    server.shutdown()
+
+
+class Zygote:
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.runtime.crash_app"],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+
+    def _ask(self, line: str) -> int:
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return int(self.process.stdout.readline())
+
+    def fork(self, store: Path) -> int:
+        return self._ask(f"fork {store}")
+
+    def reap(self, pid: int) -> int:
+        return self._ask(f"reap {pid}")
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()
+
+
+def _done_steps(journal: RunJournal, run_id: str) -> set[str]:
+    return {e.payload["name"] for e in journal.events(run_id) if e.type == "step:done"}
+
+
+def _journaled_calls(journal: RunJournal, run_id: str) -> int:
+    return sum(1 for e in journal.events(run_id) if e.type == "llm:done")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(RUNS))
+def test_sigkill_at_random_points_repeats_no_finished_work(tmp_path, provider, seed):
+    url, provider_log = provider
+    rng = random.Random(seed)
+    store_path = tmp_path / "store"
+    log_path = tmp_path / "effects.log"
+    log_path.touch()
+    store = Store(store_path)
+    journal = RunJournal(store)
+    handle = submit("crashy", str(log_path), url, store=store)
+    zygote = Zygote()
+    try:
+        kills = 0
+        while kills < KILLS_PER_RUN and journal.get(handle.id).status != "completed":
+            done_before = len(_done_steps(journal, handle.id))
+            target = min(STEPS, done_before + rng.randint(1, 6))
+            pid = zygote.fork(store_path)
+            deadline = time.monotonic() + 30
+            while len(_done_steps(journal, handle.id)) < target and time.monotonic() < deadline:
+                if journal.get(handle.id).status == "completed":
+                    break
+                time.sleep(0.0005 * rng.randint(0, 4))
+            os.kill(pid, signal.SIGKILL)
+            assert zygote.reap(pid) != 0 or journal.get(handle.id).status == "completed"
+            kills += 1
+            # Everything journaled before the kill must never be done again.
+            finished = _done_steps(journal, handle.id)
+            effects = log_path.read_text().splitlines()
+            journaled_calls = _journaled_calls(journal, handle.id)
+            calls_sent = len(provider_log)
+            checkpoints = (finished, len(effects), journaled_calls, calls_sent)
+            _CHECKPOINTS.setdefault(seed, []).append(checkpoints)
+        pid = zygote.fork(store_path)
+        assert zygote.reap(pid) == 0
+    finally:
+        zygote.close()
+
+    record = journal.get(handle.id)
+    assert record.status == "completed", record.error
+    expected = sum(i * i for i in range(STEPS)) + sum(
+        len(f"re call {i}") for i in range(STEPS) if i % 5 == 4
+    )
+    assert record.result == expected
+    effects = log_path.read_text().splitlines()
+    for finished, effects_then, _, _ in _CHECKPOINTS[seed]:
+        again = {line.split()[1] for line in effects[effects_then:]}
+        assert not again & {name[1:] for name in finished}, "a finished step ran again"
+    # A step ran more than once only if a kill landed inside it: never more than the kills.
+    assert max(Counter(effects).values()) <= KILLS_PER_RUN + 1
+    # A model call journaled before a kill is never sent to the provider again after it.
+    calls = [f"call {i}" for i in range(STEPS) if i % 5 == 4]
+    for _, _, journaled, sent_then in _CHECKPOINTS[seed]:
+        assert not set(calls[:journaled]) & set(provider_log[sent_then:]), "a call was re-sent"
+    assert set(provider_log) == set(calls)
+    # The kills landed while the run was still going, not after it had finished.
+    assert sum(1 for _, _, _, sent_then in _CHECKPOINTS[seed] if sent_then < len(calls)) >= 3
+    journaled_questions = _journaled_calls(journal, handle.id)
+    assert journaled_questions == STEPS // 5
+    store.close()
+    Store(store_path).close()  # the store opens cleanly afterwards
+
+
+_CHECKPOINTS: dict[int, list[tuple[set[str], int, int, int]]] = {}
