@@ -88,7 +88,8 @@ class Canonical:
 
 
 def fingerprint(surface: str, compared: Mapping[str, Any]) -> str:
-    """The sha256 of `{"compared": ..., "surface": ..., "v": FORMAT_VERSION}` in canonical form."""
+    """The sha256 of `{"compared": ..., "surface": ..., "v": FORMAT_VERSION}` as canonical JSON
+    with every non-ASCII character escaped (the stable, documented digest input)."""
     # Assembled from pieces, in sorted key order, to skip building and sorting the wrapper dict on
     # every replayed request. ASCII escapes keep the encoder on its fast path.
     digest = hashlib.sha256(b'{"compared":')

@@ -19,7 +19,7 @@ class AmbiguousRecord(JournalCommandError):
     def __init__(self, prefix: str, candidates: list[str]) -> None:
         self.prefix = prefix
         self.candidates = candidates
-        shown = ", ".join(candidates[:10]) + (", ..." if len(candidates) > 10 else "")
+        shown = ", ".join(candidates[:8]) + (", ..." if len(candidates) > 8 else "")
         super().__init__(
             f"id prefix {prefix!r} matches {len(candidates)} exchanges ({shown}); "
             "give more characters of the id"

@@ -29,7 +29,6 @@ from pyrula.errors import StoreCorrupt
 from pyrula.journal import blobs
 from pyrula.journal.exchanges import (
     ExchangeRecord,
-    Exchanges,
     _decode,
     _encode,
     _pack,
@@ -88,11 +87,13 @@ class Incoming:
 def parse(lines: Iterable[str]) -> list[Incoming]:
     """Every exchange in an export, checked before anything is written; blank lines skipped."""
     parsed: list[Incoming] = []
+    keys: set[bytes] = set()
+    ids: set[str] = set()
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            parsed.append(_parse_line(number, line))
+            item = _parse_line(number, line)
         except BadExport:
             raise
         except (ValueError, TypeError, KeyError, binascii.Error, StoreCorrupt) as exc:
@@ -100,6 +101,14 @@ def parse(lines: Iterable[str]) -> list[Incoming]:
                 f"line {number} is not a Pyrula JSONL export line ({exc}); import only files "
                 "written by `pyrula journal export --format jsonl`"
             ) from exc
+        if item.key in keys or item.record.id in ids:
+            raise BadExport(
+                f"line {number} repeats the key or record id of an earlier line; "
+                "an export lists each exchange once: export it again"
+            )
+        keys.add(item.key)
+        ids.add(item.record.id)
+        parsed.append(item)
     return parsed
 
 
@@ -149,13 +158,20 @@ def write(store: Store, incoming: list[Incoming]) -> Imported:
     This is `Exchanges.put` with the record given rather than made: the id, timestamps and
     elapsed time are the exported ones, so the store reads back as it was exported.
     """
-    exchanges = Exchanges(store)  # opens the named databases of a store that was just created
-    db, frames_db, blobs_db = exchanges._db, exchanges._frames, exchanges._blobs
+    db, frames_db, blobs_db = store.exchanges_db, store.frames_db, store.blobs_db
     packed = [_pack(item.frames) for item in incoming]
 
     def commit(txn: lmdb.Transaction) -> Imported:
+        # Frame pages are keyed by record id: an id may belong to one key only.
+        owners = {_decode(value)[0].id: bytes(key) for key, value in txn.cursor(db=db)}
         replaced = 0
         for item, pages in zip(incoming, packed, strict=True):
+            owner = owners.get(item.record.id)
+            if owner is not None and owner != item.key:
+                raise BadExport(
+                    f"line {item.line}: record id {item.record.id} already belongs to another "
+                    "exchange in this store; import into a store without it"
+                )
             ref = blobs.put_request(txn, blobs_db, item.request)
             if ref != item.record.request:
                 raise BadExport(
@@ -175,4 +191,3 @@ def write(store: Store, incoming: list[Incoming]) -> Imported:
         return Imported(len(incoming), replaced)
 
     return store.write(commit)
-

@@ -15,27 +15,22 @@ from pyrula.cassette import CASSETTE_PREFIX, split_key
 from pyrula.cli._errors import AmbiguousRecord, UnknownRecord
 from pyrula.errors import StoreCorrupt
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
-from pyrula.journal.store import Store, default_path, open_store
+from pyrula.journal.store import Store
 
 _DAY = 86400.0
 
 
-def open_existing(path: Path | None) -> Store:
-    """The store at `path` (default: PYRULA_STORE or ./.pyrula); an error if there is none.
+@contextmanager
+def opened(path: Path | None, *, create: bool = False) -> Iterator[Store]:
+    """The store at `path` (default: PYRULA_STORE or ./.pyrula), closed again afterwards.
 
-    `Store(path, create=False)` refuses a missing or foreign folder before LMDB touches it, so it
-    is asked first; a real store is then opened through `open_store`, the one environment this
-    process may hold on that file (a cassette in the same process may have it open already).
+    Without `create` a missing or foreign folder is a typed error and nothing is created.
     """
-    path = path if path is not None else default_path()
-    if not (path / "data.mdb").is_file():
-        Store(path, create=False)  # raises the typed error for whatever is (not) there
-    return open_store(path)
-
-
-def open_or_create(path: Path | None) -> Store:
-    """The store at `path`, created when the folder is missing or empty (for `import`)."""
-    return open_store(path if path is not None else default_path())
+    store = Store(path, create=create)
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +97,7 @@ def resolve(exchanges: Exchanges, id_prefix: str) -> Entry:
             "`pyrula journal ls` lists the ids in this store"
         )
     if len(found) > 1:
-        raise AmbiguousRecord(id_prefix, sorted(e.record.id[:16] for e in found))
+        raise AmbiguousRecord(id_prefix, sorted(e.record.id for e in found))
     return found[0]
 
 

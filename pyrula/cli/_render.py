@@ -8,21 +8,23 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from http import HTTPStatus
 from typing import Any
 from urllib.parse import urlsplit
 
 import typer
-from rich.console import Console
-from rich.json import JSON
+from rich.console import Console, JustifyMethod
+from rich.highlighter import JSONHighlighter
 from rich.table import Table
 from rich.text import Text
 
 from pyrula.cli._jsonl import frame_json
 from pyrula.cli._reassemble import Reassembled
 from pyrula.cli._records import Entry, Loaded
+from pyrula.journal.exchanges import ExchangeRecord
 
 # Piped output is not cut to 80 columns: rows stay whole for grep and friends.
 _PIPE_WIDTH = 200
@@ -49,8 +51,9 @@ def human_size(size: int) -> str:
     raise AssertionError("unreachable")
 
 
-def local_time(timestamp: float) -> str:
-    return datetime.fromtimestamp(timestamp).astimezone().strftime("%Y-%m-%d %H:%M:%S")
+def local_time(timestamp: float, *, seconds: bool = False) -> str:
+    shape = "%Y-%m-%d %H:%M:%S" if seconds else "%Y-%m-%d %H:%M"
+    return datetime.fromtimestamp(timestamp).astimezone().strftime(shape)
 
 
 def iso_time(timestamp: float) -> str:
@@ -62,9 +65,24 @@ def request_line(method: str, url: str) -> str:
     return f"{method} {parts.path}" + (f"?{parts.query}" if parts.query else "")
 
 
+def recorded(text: str, style: str = "") -> Text:
+    """Recorded text as printable text: a lone surrogate (valid in JSON) shows as its escape."""
+    return Text(text.encode("utf-8", "backslashreplace").decode("utf-8"), style=style)
+
+
+def _json_view(value: Any) -> Text:
+    """Pretty, highlighted JSON (rich's `JSON` would re-encode a lone surrogate and fail)."""
+    text = JSONHighlighter()(recorded(json.dumps(value, indent=2, ensure_ascii=False)))
+    text.no_wrap = True
+    return text
+
+
+def _status_style(status: int) -> str:
+    return "green" if status < 300 else "yellow" if status < 400 else "red"
+
+
 def _status(status: int) -> Text:
-    style = "green" if status < 300 else "yellow" if status < 400 else "red"
-    return Text(str(status), style=style)
+    return Text(str(status), style=_status_style(status))
 
 
 # -- ls -----------------------------------------------------------------------------------------
@@ -91,40 +109,86 @@ def entry_json(entry: Entry) -> dict[str, Any]:
     }
 
 
-def ls_table(entries: Iterable[Entry]) -> Table:
+@dataclass(frozen=True, slots=True)
+class _Column:
+    """One column of `ls`. A flexible column gives way when the row is too wide, losing the
+    start of its text after `keep` characters (a cassette name says most at its end)."""
+
+    header: str
+    cell: Callable[[ExchangeRecord], str]
+    narrow: bool = True  # shown on terminals narrower than _WIDE
+    wide: bool = True  # shown on the others
+    flexible: bool = False
+    keep: Callable[[ExchangeRecord], int] = lambda record: 0
+    justify: JustifyMethod = "left"
+    style: Callable[[ExchangeRecord], str] = lambda record: ""
+
+
+_LS_COLUMNS: tuple[_Column, ...] = (
+    _Column("id", lambda r: r.id[:12], style=lambda r: "cyan"),
+    _Column("cassette", lambda r: r.namespace, flexible=True),
+    _Column("surface", lambda r: r.surface),
+    _Column(
+        "request",
+        lambda r: request_line(r.method, r.url),
+        narrow=False,
+        flexible=True,
+        keep=lambda r: len(r.method) + 1,
+    ),
+    _Column(
+        "status", lambda r: str(r.status), justify="right", style=lambda r: _status_style(r.status)
+    ),
+    _Column("stream", lambda r: "yes" if r.streamed else ""),
+    _Column("frames", lambda r: str(r.frames), narrow=False, justify="right"),
+    _Column("size", lambda r: human_size(r.size), justify="right"),
+    _Column("recorded", lambda r: local_time(r.recorded_at), narrow=False),
+    _Column("recorded", lambda r: local_time(r.recorded_at)[5:], wide=False),  # no year
+    _Column("ms", lambda r: f"{r.elapsed_ms:.0f}", narrow=False, justify="right"),
+)
+# Below this many columns `ls` leaves out request, frames, elapsed time and the year (--json
+# has them all).
+_WIDE = 110
+_MIN_FLEXIBLE = 10
+
+
+def ls_table(entries: Iterable[Entry], width: int) -> Table:
+    """One line per exchange, fitted to `width` without wrapping."""
+    columns = [c for c in _LS_COLUMNS if (c.wide if width >= _WIDE else c.narrow)]
+    records = [entry.record for entry in entries]
+    cells = [[recorded(c.cell(r), c.style(r)) for c in columns] for r in records]
+    natural = [
+        max([len(c.header), *(row[i].cell_len for row in cells)]) for i, c in enumerate(columns)
+    ]
+    flexible = [i for i, c in enumerate(columns) if c.flexible]
+    # What the fixed columns and the gaps between columns leave for the flexible ones.
+    room = (
+        width - 2 * (len(columns) - 1) - sum(w for i, w in enumerate(natural) if i not in flexible)
+    )
+    widths = dict(enumerate(natural))
+    for done, i in enumerate(sorted(flexible, key=natural.__getitem__)):
+        share = room // (len(flexible) - done)
+        widths[i] = min(natural[i], max(share, _MIN_FLEXIBLE))
+        room -= widths[i]
     table = Table(box=None, header_style="bold", pad_edge=False)
-    table.add_column("id", style="cyan", no_wrap=True)
-    table.add_column("cassette", overflow="fold")
-    table.add_column("surface", no_wrap=True)
-    table.add_column("request", overflow="fold")
-    table.add_column("status", justify="right")
-    table.add_column("stream", justify="center")
-    table.add_column("frames", justify="right")
-    table.add_column("size", justify="right", no_wrap=True)
-    table.add_column("recorded", no_wrap=True)
-    table.add_column("ms", justify="right")
-    for entry in entries:
-        record = entry.record
-        table.add_row(
-            record.id[:12],
-            Text(record.namespace),
-            record.surface,
-            Text(request_line(record.method, record.url)),
-            _status(record.status),
-            "yes" if record.streamed else "",
-            str(record.frames),
-            human_size(record.size),
-            local_time(record.recorded_at),
-            f"{record.elapsed_ms:.0f}",
-        )
+    for i, column in enumerate(columns):
+        table.add_column(column.header, no_wrap=True, width=widths[i], justify=column.justify)
+    for record, row in zip(records, cells, strict=True):
+        for i in flexible:
+            row[i] = _cut(row[i], widths[i], columns[i].keep(record))
+        table.add_row(*row)
     return table
 
 
+def _cut(text: Text, width: int, keep: int) -> Text:
+    """`text` in `width` cells: its first `keep` characters, an ellipsis, then its end."""
+    plain = text.plain
+    if len(plain) <= width:
+        return text
+    keep = keep if keep + 2 <= width else 0
+    return Text(plain[:keep] + "…" + plain[len(plain) - (width - keep - 1) :])
+
+
 # -- show ---------------------------------------------------------------------------------------
-
-
-def body_json(body: bytes) -> dict[str, str]:
-    return frame_json(body)
 
 
 def show_json(exchange: Loaded, stream: Reassembled | None, *, raw: bool) -> dict[str, Any]:
@@ -133,7 +197,7 @@ def show_json(exchange: Loaded, stream: Reassembled | None, *, raw: bool) -> dic
         "status": record.status,
         "headers": [list(pair) for pair in record.headers],
         "streamed": record.streamed,
-        "body": body_json(exchange.body),
+        "body": frame_json(exchange.body),
     }
     if stream is not None:
         reply["text"] = stream.text
@@ -157,8 +221,10 @@ def show(out: Console, exchange: Loaded, stream: Reassembled | None, *, raw: boo
     facts.add_row("id", record.id)
     facts.add_row("cassette", Text(record.namespace or "-"))
     facts.add_row("surface", record.surface)
-    facts.add_row("request", Text(f"{record.method} {record.url}"))
-    facts.add_row("recorded", f"{local_time(record.recorded_at)} ({record.elapsed_ms:.1f} ms)")
+    facts.add_row("request", recorded(f"{record.method} {record.url}"))
+    facts.add_row(
+        "recorded", f"{local_time(record.recorded_at, seconds=True)} ({record.elapsed_ms:.1f} ms)"
+    )
     reply = Text.assemble(_status(record.status), f" {_reason(record.status)}".rstrip())
     reply.append(
         f" · {'streamed, ' if record.streamed else ''}{record.frames} frame"
@@ -168,11 +234,11 @@ def show(out: Console, exchange: Loaded, stream: Reassembled | None, *, raw: boo
     out.print(facts)
 
     out.rule("Request (scrubbed, canonical)", align="left")
-    out.print(JSON(json.dumps(exchange.request, ensure_ascii=False)), soft_wrap=True)
+    out.print(_json_view(exchange.request), soft_wrap=True)
 
     out.rule("Reply headers", align="left")
     for name, value in record.headers:
-        out.print(Text.assemble((name, "bold"), ": ", value), soft_wrap=True)
+        out.print(Text.assemble((name, "bold"), ": ", recorded(value)), soft_wrap=True)
 
     if raw:
         out.rule("Reply frames (raw)", align="left")
@@ -180,17 +246,19 @@ def show(out: Console, exchange: Loaded, stream: Reassembled | None, *, raw: boo
             encoded = frame_json(frame)
             kind = "text" if "text" in encoded else "base64"
             out.print(Text(f"-- frame {number}: {len(frame)} bytes ({kind})", style="dim"))
-            out.print(Text(next(iter(encoded.values()))), soft_wrap=True)
+            out.print(recorded(next(iter(encoded.values()))), soft_wrap=True)
         return
 
     if stream is not None:
         if stream.text is not None:
             out.rule(f"Reply text (reassembled from {len(stream.events)} events)", align="left")
-            out.print(Text(stream.text), soft_wrap=True)
+            out.print(recorded(stream.text), soft_wrap=True)
             return
         out.rule(f"Reply events ({len(stream.events)})", align="left")
         for event in stream.events:
-            out.print(Text.assemble((event.event, "bold"), ": ", event.data), soft_wrap=True)
+            out.print(
+                Text.assemble((event.event, "bold"), ": ", recorded(event.data)), soft_wrap=True
+            )
         return
 
     out.rule("Reply body", align="left")
@@ -209,9 +277,9 @@ def _print_body(out: Console, body: bytes) -> None:
     try:
         parsed = json.loads(text)
     except ValueError:
-        out.print(Text(text), soft_wrap=True)
+        out.print(recorded(text), soft_wrap=True)
         return
-    out.print(JSON(json.dumps(parsed, ensure_ascii=False)), soft_wrap=True)
+    out.print(_json_view(parsed), soft_wrap=True)
 
 
 def _reason(status: int) -> str:
@@ -237,18 +305,20 @@ def diff_text(out: Console, result: dict[str, Any]) -> None:
         )
     )
     for line in result["request"]:
-        out.print(Text(f"  - {line}"), soft_wrap=True)
+        out.print(recorded(f"  - {line}"), soft_wrap=True)
     out.rule("Compared fields (decide which recording replays)", align="left")
     if result["compared"]:
         for line in result["compared"]:
-            out.print(Text(f"  - {line}", style="yellow"), soft_wrap=True)
+            out.print(recorded(f"  - {line}", style="yellow"), soft_wrap=True)
     elif result["same_fingerprint"]:
         out.print("  none: both requests have the same fingerprint")
     else:
         out.print("  none")
     out.rule("Other fields (kept, not compared)", align="left")
-    for line in result["meta"] or ["none"]:
-        out.print(Text(f"  - {line}" if result["meta"] else f"  {line}"), soft_wrap=True)
+    for line in result["meta"]:
+        out.print(recorded(f"  - {line}"), soft_wrap=True)
+    if not result["meta"]:
+        out.print("  none")
     out.rule("Replies", align="left")
     if result["status"][0] != result["status"][1]:
         out.print(f"  status {result['status'][0]} -> {result['status'][1]}")

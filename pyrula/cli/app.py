@@ -6,6 +6,7 @@ import typer
 
 from pyrula.cli.demo import demo
 from pyrula.cli.journal import journal_app
+from pyrula.cli.proxy import proxy
 
 app = typer.Typer(
     name="pyrula",
@@ -15,6 +16,7 @@ app = typer.Typer(
 )
 app.add_typer(journal_app, name="journal")
 app.command("demo")(demo)
+app.command("proxy")(proxy)
 
 
 def main() -> None:

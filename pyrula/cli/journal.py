@@ -1,7 +1,398 @@
-"""`pyrula journal ...`: inspect, diff, export, import and prune recorded exchanges."""
+"""`pyrula journal ...`: inspect, diff, export, import and prune recorded exchanges.
+
+Every command takes `--store PATH` (default: $PYRULA_STORE, else ./.pyrula) and `--json`. A failure
+is one line on stderr (a JSON object with `--json`) and exit code 1.
+"""
 
 from __future__ import annotations
 
-import typer
+import io
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, NoReturn, TextIO
 
-journal_app = typer.Typer(help="Inspect and manage recorded exchanges.", no_args_is_help=True)
+import typer
+from rich.console import Console
+
+from pyrula.cli import _har, _jsonl, _render
+from pyrula.cli._errors import BadExport, JournalCommandError
+from pyrula.cli._reassemble import reassemble
+from pyrula.cli._records import (
+    Entry,
+    Loaded,
+    Selection,
+    load,
+    opened,
+    resolve,
+    select,
+)
+from pyrula.errors import PyrulaError
+from pyrula.fingerprints import diff as diff_compared
+from pyrula.journal.exchanges import Exchanges
+
+journal_app = typer.Typer(
+    help="Inspect and manage recorded exchanges.", no_args_is_help=True, add_completion=False
+)
+
+StoreOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--store",
+        envvar="PYRULA_STORE",
+        show_default=False,
+        help="Store folder (default: ./.pyrula).",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+PrefixArgument = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="CASSETTE",
+        help="Only cassettes whose name starts with this (a full name, or a prefix of names).",
+        show_default=False,
+    ),
+]
+SurfaceOption = Annotated[
+    str | None,
+    typer.Option("--surface", help="Only this surface (openai.chat, anthropic.messages, ...)."),
+]
+
+
+@contextmanager
+def _reported(as_json: bool) -> Iterator[None]:
+    """Print a Pyrula error (or an unreadable/unwritable file) as one line; exit 1."""
+    try:
+        yield
+    except BrokenPipeError:
+        # The reader went away (`export | head`): stop quietly, as Unix tools do.
+        with suppress(OSError, ValueError, io.UnsupportedOperation):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise typer.Exit(1) from None
+    except (PyrulaError, OSError) as exc:
+        _fail(exc, as_json)
+
+
+def _fail(exc: Exception, as_json: bool) -> NoReturn:
+    text = str(exc)
+    if isinstance(exc, OSError) and exc.filename is not None:
+        text = f"cannot use {exc.filename}: {exc.strerror}"
+    message = " ".join(line.strip() for line in text.splitlines() if line.strip())
+    if as_json:
+        typer.echo(json.dumps({"error": type(exc).__name__, "message": message}), err=True)
+    else:
+        typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(1)
+
+
+def _sorted(entries: list[Entry]) -> list[Entry]:
+    return sorted(entries, key=lambda e: (e.namespace, e.record.recorded_at, e.record.id))
+
+
+# -- ls ----------------------------------------------------------------------------------------
+
+
+@journal_app.command("ls")
+def ls(
+    prefix: PrefixArgument = None,
+    surface: SurfaceOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """List recorded exchanges, one row each.
+
+    Example: pyrula journal ls tests/test_chat.py --surface openai.chat
+    """
+    with _reported(as_json), opened(store) as journal_store:
+        exchanges = Exchanges(journal_store)
+        entries = _sorted(select(exchanges, Selection(prefix, surface)))
+    if as_json:
+        _render.emit_json([_render.entry_json(e) for e in entries])
+        return
+    out = _render.console()
+    if not entries:
+        out.print("No recorded exchanges match.", style="dim")
+        return
+    out.print(_render.ls_table(entries, out.width))
+
+
+# -- show --------------------------------------------------------------------------------------
+
+
+@journal_app.command("show")
+def show(
+    record_id: Annotated[str, typer.Argument(metavar="ID", help="An exchange id or its prefix.")],
+    raw: Annotated[bool, typer.Option("--raw", help="Print the reply's frames as kept.")] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show one exchange: its scrubbed request and its reply (a stream is reassembled to text).
+
+    Example: pyrula journal show 3f9a0c1b
+    """
+    with _reported(as_json), opened(store) as journal_store:
+        exchanges = Exchanges(journal_store)
+        exchange = load(exchanges, resolve(exchanges, record_id))
+    record = exchange.record
+    stream = reassemble(record.surface, exchange.body) if record.streamed else None
+    if as_json:
+        _render.emit_json(_render.show_json(exchange, stream, raw=raw))
+        return
+    _render.show(_render.console(), exchange, stream, raw=raw)
+
+
+# -- diff --------------------------------------------------------------------------------------
+
+
+@journal_app.command("diff")
+def diff(
+    first: Annotated[str, typer.Argument(metavar="ID1", help="The first exchange (id prefix).")],
+    second: Annotated[str, typer.Argument(metavar="ID2", help="The second exchange.")],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Show how two recorded requests differ, and whether their replies are the same.
+
+    Example: pyrula journal diff 3f9a0c1b 77d2e4a0
+    """
+    with _reported(as_json), opened(store) as journal_store:
+        exchanges = Exchanges(journal_store)
+        a = load(exchanges, resolve(exchanges, first))
+        b = load(exchanges, resolve(exchanges, second))
+    result = _compare(a, b)
+    if as_json:
+        _render.emit_json(result)
+        return
+    _render.diff_text(_render.console(), result)
+
+
+def _side(exchange: Loaded) -> dict[str, Any]:
+    record = exchange.record
+    return {"id": record.id, "namespace": record.namespace, "surface": record.surface}
+
+
+def _compare(a: Loaded, b: Loaded) -> dict[str, Any]:
+    """The differences from `a` to `b`, in the words of the replay-miss messages."""
+    doc_a, doc_b = a.request, b.request
+    request = [
+        f"{name} changed ({doc_a.get(name)} -> {doc_b.get(name)})"
+        for name in ("surface", "method", "url")
+        if doc_a.get(name) != doc_b.get(name)
+    ]
+    return {
+        "a": _side(a),
+        "b": _side(b),
+        "request": request,
+        "same_fingerprint": a.record.fingerprint == b.record.fingerprint,
+        "compared": diff_compared(doc_a.get("compared") or {}, doc_b.get("compared") or {}),
+        "meta": diff_compared(doc_a.get("meta") or {}, doc_b.get("meta") or {}),
+        "status": [a.record.status, b.record.status],
+        "reply_bodies_equal": a.body == b.body,
+        "reply_sizes": [a.record.size, b.record.size],
+    }
+
+
+# -- export / import ---------------------------------------------------------------------------
+
+
+class ExportFormat(StrEnum):
+    jsonl = "jsonl"
+    har = "har"
+
+
+@journal_app.command("export")
+def export(
+    prefix: PrefixArgument = None,
+    fmt: Annotated[
+        ExportFormat, typer.Option("--format", "-f", help="jsonl (re-importable) or har.")
+    ] = ExportFormat.jsonl,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")
+    ] = None,
+    surface: SurfaceOption = None,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Export exchanges as JSONL (one per line, re-importable) or as a HAR 1.2 archive.
+
+    Example: pyrula journal export tests/ --format har -o recorded.har
+    """
+    with _reported(as_json), opened(store) as journal_store:
+        exchanges = Exchanges(journal_store)
+        entries = select(exchanges, Selection(prefix, surface))
+        loaded = (load(exchanges, entry) for entry in entries)
+        if output is None:
+            _write(sys.stdout, fmt, loaded)
+            return
+        part = output.with_name(output.name + ".part")
+        try:
+            with part.open("w", encoding="utf-8", newline="\n") as stream:
+                _write(stream, fmt, loaded)
+            os.replace(part, output)
+        finally:
+            part.unlink(missing_ok=True)
+    if as_json:
+        _render.emit_json({"exported": len(entries), "format": fmt.value, "output": str(output)})
+    else:
+        _render.console().print(
+            f"Exported {len(entries)} exchanges to {output} ({fmt.value}).",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def _write(stream: TextIO, fmt: ExportFormat, loaded: Iterator[Loaded]) -> None:
+    if fmt is ExportFormat.har:
+        stream.write(json.dumps(_har.har_log(loaded), indent=2, ensure_ascii=True) + "\n")
+        return
+    for exchange in loaded:  # one exchange in memory at a time
+        stream.write(_jsonl.export_line(exchange) + "\n")
+
+
+@journal_app.command("import")
+def import_(
+    file: Annotated[str, typer.Argument(metavar="FILE", help="A JSONL export, or - for stdin.")],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Import a JSONL export: same keys, same ids, all or nothing. Creates the store if needed.
+
+    Example: pyrula journal import recorded.jsonl --store ./ci-store
+    """
+    with _reported(as_json):
+        try:
+            if file == "-":
+                incoming = _jsonl.parse(sys.stdin)
+            else:
+                with open(file, encoding="utf-8") as stream:
+                    incoming = _jsonl.parse(stream)
+        except UnicodeDecodeError as exc:
+            raise BadExport(
+                f"{file} is not UTF-8 text ({exc.reason}); is it a JSONL export?"
+            ) from exc
+        with opened(store, create=True) as target:
+            result = _jsonl.write(target, incoming)
+    if as_json:
+        _render.emit_json(
+            {"imported": result.written, "replaced": result.replaced, "store": str(target.path)}
+        )
+        return
+    replaced = f" ({result.replaced} replaced an existing record)" if result.replaced else ""
+    _render.console().print(
+        f"Imported {result.written} exchanges into {target.path}{replaced}.",
+        markup=False,
+        soft_wrap=True,
+    )
+
+
+# -- prune -------------------------------------------------------------------------------------
+
+
+@journal_app.command("prune")
+def prune(
+    prefix: PrefixArgument = None,
+    older_than: Annotated[
+        float | None,
+        typer.Option("--older-than", min=0, metavar="DAYS", help="Only exchanges older than this."),
+    ] = None,
+    surface: SurfaceOption = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List, delete nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete matching exchanges, then the request blobs no exchange uses any more.
+
+    Asks first unless --yes (or --json) is given.
+
+    Example: pyrula journal prune --older-than 30
+    """
+    with _reported(as_json), opened(store) as journal_store:
+        exchanges = Exchanges(journal_store)
+        entries = _sorted(select(exchanges, Selection(prefix, surface, older_than)))
+        report: dict[str, Any] = {
+            "matched": len(entries),
+            "deleted": 0,
+            "blobs_deleted": 0,
+            "dry_run": dry_run,
+            "ids": [e.record.id for e in entries],
+        }
+        out = _render.console()
+        if not entries or dry_run:
+            if as_json:
+                _render.emit_json(report)
+            elif not entries:
+                out.print("No recorded exchanges match; nothing to prune.")
+            else:
+                out.print(_render.ls_table(entries, out.width))
+                out.print(f"{len(entries)} exchanges would be deleted (dry run: nothing was).")
+            return
+        if not (yes or as_json or _confirmed(out, entries)):
+            out.print("Nothing deleted.")
+            return
+        report["deleted"] = exchanges.delete(e.key for e in entries)
+        report["blobs_deleted"] = exchanges.collect_garbage()
+    if as_json:
+        _render.emit_json(report)
+        return
+    out.print(
+        f"Deleted {report['deleted']} exchanges and {report['blobs_deleted']} request blobs "
+        "no other exchange used."
+    )
+
+
+def _confirmed(out: Console, entries: list[Entry]) -> bool:
+    cassettes = len({e.namespace for e in entries})
+    out.print(_render.ls_table(entries, out.width))
+    question = (
+        f"Delete these {len(entries)} exchanges from {cassettes} cassette{'s' * (cassettes != 1)}?"
+    )
+    try:
+        return typer.confirm(question, default=False)
+    except typer.Abort:
+        raise JournalCommandError("no answer to the confirmation; pass --yes to prune") from None
+
+
+# -- stats -------------------------------------------------------------------------------------
+
+
+@journal_app.command("stats")
+def stats(store: StoreOption = None, as_json: JsonOption = False) -> None:
+    """Count exchanges per cassette and surface; total frames, bytes, blobs and file size.
+
+    Example: pyrula journal stats --json
+    """
+    with _reported(as_json), opened(store) as journal_store:
+        entries = select(Exchanges(journal_store))
+        store_stat = journal_store.stat()
+    result = {
+        "path": store_stat["path"],
+        "file_bytes": store_stat["file_bytes"],
+        "map_size": store_stat["map_size"],
+        "format": store_stat["format"],
+        "exchanges": len(entries),
+        "streamed": sum(e.record.streamed for e in entries),
+        "frames": sum(e.record.frames for e in entries),
+        "bytes": sum(e.record.size for e in entries),
+        "blobs": store_stat["entries"].get("blobs", 0),
+        "frame_pages": store_stat["entries"].get("frames", 0),
+        "namespaces": _tally(entries, lambda e: e.namespace),
+        "surfaces": _tally(entries, lambda e: e.record.surface),
+    }
+    if as_json:
+        _render.emit_json(result)
+        return
+    _render.stats_text(_render.console(), result)
+
+
+def _tally(entries: list[Entry], group: Callable[[Entry], str]) -> dict[str, dict[str, int]]:
+    tally: dict[str, dict[str, int]] = {}
+    for entry in entries:
+        counts = tally.setdefault(group(entry), {"exchanges": 0, "bytes": 0})
+        counts["exchanges"] += 1
+        counts["bytes"] += entry.record.size
+    return dict(sorted(tally.items()))

@@ -14,6 +14,7 @@ from typing import Any
 
 import lmdb
 
+from pyrula.errors import StoreCorrupt
 from pyrula.fingerprints import canonical_json
 
 # Values whose JSON is shorter than this are cheaper inline than as a 32-byte reference.
@@ -36,6 +37,9 @@ def _store_value(txn: lmdb.Transaction, db: Any, value: Any) -> Any:
         return {"$list": cell.hex(), "$n": len(value)}
     encoded = canonical_json(value)
     if len(encoded) <= _INLINE_MAX:
+        # A small object that itself looks like a reference is wrapped, never misread.
+        if isinstance(value, dict) and ({"$blob", "$list", "$inline"} & value.keys()):
+            return {"$inline": value}
         return value
     return {"$blob": _put(txn, db, encoded).hex()}
 
@@ -54,6 +58,8 @@ def put_request(txn: lmdb.Transaction, db: Any, doc: dict[str, Any]) -> str:
 def _load_value(txn: lmdb.Transaction, db: Any, value: Any) -> Any:
     if not isinstance(value, dict):
         return value
+    if "$inline" in value:
+        return value["$inline"]
     if "$blob" in value:
         return json.loads(_get(txn, db, bytes.fromhex(value["$blob"])))
     if "$list" in value:
@@ -71,7 +77,7 @@ def _load_value(txn: lmdb.Transaction, db: Any, value: Any) -> Any:
 def _get(txn: lmdb.Transaction, db: Any, digest: bytes) -> bytes:
     data = txn.get(digest, db=db)
     if data is None:
-        raise KeyError(f"blob {digest.hex()[:12]} is missing from the store")
+        raise StoreCorrupt(f"blob {digest.hex()[:12]} is missing from the store")
     return bytes(data)
 
 

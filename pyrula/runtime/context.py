@@ -6,7 +6,7 @@ import asyncio
 import contextvars
 import inspect
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from pyrula.errors import BudgetExceeded, DurableInvocationCancelled
@@ -86,7 +86,9 @@ class WorkflowContext:
         retries: int = 0,
         backoff: float = 0.5,
         extra: dict[str, Any] | None = None,
+        before: Callable[[str], Awaitable[None]] | None = None,
     ) -> Any:
+        """A journaled unit of work; `before(position)` runs only when the unit runs live."""
         attempt = self._attempt
         attempt.check_cancel()
         position = attempt.next_position(kind)
@@ -102,6 +104,8 @@ class WorkflowContext:
             if recorded.type.endswith(":done"):
                 return recorded.payload.get("result")
             raise rebuild_error(recorded.payload.get("error", {}))
+        if before is not None:
+            await before(position)
         scope = Scope(position, within=kind, unit=position)
         token = current_scope.set(scope)
         try:
@@ -193,11 +197,11 @@ class WorkflowContext:
             return
         raise Park("sleep", {"position": position, "until": until}, wake_at=until)
 
-    async def interrupt(self, question: Any) -> Any:
+    async def interrupt(self, question: Any, *, _position: str | None = None) -> Any:
         """Park the run until someone answers `question` (`pyrula runs answer RUN ANSWER`)."""
         attempt = self._attempt
         attempt.check_cancel()
-        position = attempt.next_position("interrupt")
+        position = _position or attempt.next_position("interrupt")
         for answer in attempt.by_type["interrupt:answer"]:
             if answer.payload.get("id") == position:
                 return answer.payload.get("answer")

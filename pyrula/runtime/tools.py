@@ -26,21 +26,30 @@ async def call_tool(
         context = [None] if definition.wants_context else []
         return await _call(definition.fn, *context, *args, **kwargs)
     ctx = WorkflowContext(attempt)
-    if definition.max_calls is not None:
-        made = sum(
-            1 for e in attempt.by_type["tool:done"] if e.payload.get("name") == definition.name
-        )
-        if made >= definition.max_calls:
-            raise ToolRefused(
-                f"tool {definition.name!r} reached its limit of {definition.max_calls} calls "
-                "in this run"
+
+    async def before(position: str) -> None:
+        # Only a call that runs live is held to its limit and its reviewer; a replayed one
+        # already passed both.
+        if definition.max_calls is not None:
+            made = sum(
+                1
+                for e in attempt.by_type["tool:done"]
+                if e.payload.get("name") == definition.name and e.payload["position"] != position
             )
-    if definition.requires_approval:
-        answer = await ctx.interrupt(
-            {"approve_tool": definition.name, "arguments": {"args": list(args), **kwargs}}
-        )
-        if answer not in (True, "approve", "approved", "yes"):
-            raise ToolRefused(f"a reviewer declined the call to {definition.name!r}: {answer!r}")
+            if made >= definition.max_calls:
+                raise ToolRefused(
+                    f"tool {definition.name!r} reached its limit of {definition.max_calls} "
+                    "calls in this run"
+                )
+        if definition.requires_approval:
+            verdict = await ctx.interrupt(
+                {"approve_tool": definition.name, "arguments": {"args": list(args), **kwargs}},
+                _position=f"{position}/approval",
+            )
+            if verdict not in (True, "approve", "approved", "yes"):
+                raise ToolRefused(
+                    f"a reviewer declined the call to {definition.name!r}: {verdict!r}"
+                )
 
     def body(*a: Any, **kw: Any) -> Any:
         if not definition.wants_context:
@@ -57,4 +66,5 @@ async def call_tool(
         args,
         kwargs,
         extra={"tool_call_id": tool_call_id, "called_from": outer.within},
+        before=before,
     )

@@ -19,6 +19,7 @@ from typing import Any
 
 from pyrula.errors import (
     BudgetExceeded,
+    ReplayInputChanged,
     DurableInvocationCancelled,
     RunAttemptEnded,
     WorkflowNotRegistered,
@@ -170,7 +171,7 @@ class Worker:
                 if beat.done() and isinstance(beat.exception(), RunAttemptEnded):
                     return
                 raise
-            except Exception as exc:  # the body's failure is the run's outcome
+            except (Exception, ReplayInputChanged) as exc:  # the body's failure ends the run
                 error = describe_error(exc)
                 if run.capture != "io":
                     error = {"type": error["type"]}

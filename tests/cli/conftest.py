@@ -1,0 +1,43 @@
+"""Fixtures: a store recorded from real OpenAI SDK calls, and `pyrula journal` to run on it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from cli_support import STORY, Invoke, Provider, ask, ask_streamed, make_client
+from typer.testing import CliRunner, Result
+
+import pyrula
+from pyrula.cli.app import app
+
+
+@pytest.fixture
+def provider() -> Provider:
+    return Provider()
+
+
+@pytest.fixture
+def store(tmp_path: Path, provider: Provider) -> Path:
+    """A store with cassette `chat` (two plain calls) and `chat-stream` (two streamed calls)."""
+    path = tmp_path / "s"
+    client = make_client(provider)
+    with pyrula.cassette("chat", store=path):
+        ask(client, "Ping?")
+        ask(client, "Pong?", model="gpt-y")
+    with pyrula.cassette("chat-stream", store=path):
+        assert ask_streamed(client, "Tell a story") == STORY
+        ask_streamed(client, "long")
+    assert len(provider.calls) == 4
+    return path
+
+
+@pytest.fixture
+def journal() -> Invoke:
+    """Run `pyrula journal ARGS...` through the real app, returning the result."""
+    runner = CliRunner()
+
+    def invoke(*args: str, input: str | None = None) -> Result:
+        return runner.invoke(app, ["journal", *args], input=input, env={"PYRULA_STORE": None})
+
+    return invoke

@@ -1,0 +1,247 @@
+"""Durable runs in-process: replay, interrupts, sleeps, signals, children, forks, capture."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pyrula.errors import (
+    DurableInvocationCancelled,
+    IdempotencyConflict,
+    ReplayInputChanged,
+    RunExists,
+    RunFailed,
+)
+from pyrula.runtime import answer, cancel, fork, resume, signal, submit
+from pyrula.workflows import WorkflowContext, workflow
+from tests.runtime.helpers import async_openai, ask, chat_upstream, drive, new_store, run_to_rest
+
+EFFECTS: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _clear():
+    EFFECTS.clear()
+
+
+def effect(name: str) -> str:
+    EFFECTS.append(name)
+    return name.upper()
+
+
+UPSTREAM = chat_upstream()
+
+
+@workflow(name="approve_then_finish")
+async def approve_then_finish(ctx: WorkflowContext, order: str) -> dict:
+    client = async_openai(UPSTREAM)
+    first = await ctx.step("reserve", effect, f"reserve {order}")
+    opinion = await ask(client, f"should we ship {order}?")
+    verdict = await ctx.interrupt({"ship": order, "model says": opinion})
+    second = await ctx.step("ship", effect, f"ship {order} ({verdict})")
+    return {"first": first, "second": second, "opinion": opinion}
+
+
+def test_a_parked_run_resumes_without_redoing_finished_work():
+    UPSTREAM.calls.clear()
+    store = new_store()
+    handle = run_to_rest(approve_then_finish, "o-1", store=store)
+    assert handle.record.status == "parked"
+    assert EFFECTS == ["reserve o-1"] and len(UPSTREAM.calls) == 1
+    parked = handle.events()[-1]
+    assert parked.type == "run:parked"
+    assert parked.payload["question"]["model says"] == "answer to should we ship o-1?"
+
+    answer(handle.id, "yes", store=store)
+    drive(store)
+    assert handle.record.status == "completed"
+    assert EFFECTS == ["reserve o-1", "ship o-1 (yes)"]
+    assert len(UPSTREAM.calls) == 1  # the model call replayed from the journal
+    assert asyncio.run(handle.result())["second"] == "SHIP O-1 (YES)"
+
+
+PROMPT = {"text": "first prompt"}
+
+
+@workflow(name="prompt_changes")
+async def prompt_changes(ctx: WorkflowContext) -> str:
+    reply = await ask(async_openai(UPSTREAM), PROMPT["text"])
+    await ctx.interrupt("continue?")
+    return reply
+
+
+def test_a_changed_model_request_on_resume_names_the_difference():
+    store = new_store()
+    handle = run_to_rest(prompt_changes, store=store)
+    PROMPT["text"] = "second prompt"
+    try:
+        answer(handle.id, "go", store=store)
+        drive(store)
+    finally:
+        PROMPT["text"] = "first prompt"
+    record = handle.record
+    assert record.status == "failed"
+    assert record.error["type"] == ReplayInputChanged.__name__
+    assert "messages[0].content changed" in record.error["message"]
+
+
+@workflow(name="echo")
+async def echo(ctx: WorkflowContext, value: str) -> str:
+    return await ctx.step("echo", effect, value)
+
+
+def test_idempotency_keys_attach_and_conflict():
+    store = new_store()
+    first = submit(echo, "a", store=store, idempotency_key="order-7")
+    again = submit(echo, "a", store=store, idempotency_key="order-7")
+    assert again.id == first.id and not again.created
+    with pytest.raises(IdempotencyConflict, match="different input"):
+        submit(echo, "b", store=store, idempotency_key="order-7")
+    with pytest.raises(RunExists, match="idempotency_key"):
+        submit(echo, "a", store=store, run_id=first.id)
+    drive(store)
+    assert EFFECTS == ["a"]
+
+
+def test_an_expired_idempotency_key_starts_a_new_run():
+    store = new_store()
+    first = submit(echo, "a", store=store, idempotency_key="k", token_ttl=-1)
+    second = submit(echo, "a", store=store, idempotency_key="k")
+    assert second.id != first.id
+
+
+def test_a_cancel_before_the_body_starts_runs_nothing():
+    store = new_store()
+    handle = submit(echo, "never", store=store)
+    cancel(handle.id, store=store)
+    drive(store)
+    assert handle.record.status == "cancelled" and EFFECTS == []
+    with pytest.raises(DurableInvocationCancelled):
+        asyncio.run(handle.result())
+
+
+@workflow(name="cancel_midway")
+async def cancel_midway(ctx: WorkflowContext) -> None:
+    await ctx.step("one", effect, "one")
+    cancel(ctx.run_id, store=ctx._attempt.journal.store)
+    await ctx.step("two", effect, "two")
+
+
+def test_a_cancel_is_seen_at_the_next_step():
+    handle = run_to_rest(cancel_midway)
+    assert handle.record.status == "cancelled"
+    assert EFFECTS == ["one"]
+
+
+FLAKY = {"fails": 2}
+
+
+def flaky() -> str:
+    EFFECTS.append("try")
+    if FLAKY["fails"]:
+        FLAKY["fails"] -= 1
+        raise ConnectionError("flaky")
+    return "ok"
+
+
+@workflow(name="retrying")
+async def retrying(ctx: WorkflowContext) -> str:
+    return await ctx.step("flaky", flaky, retries=3, backoff=0.001)
+
+
+def test_a_step_is_retried_with_backoff_then_journaled():
+    FLAKY["fails"] = 2
+    handle = run_to_rest(retrying)
+    assert asyncio.run(handle.result()) == "ok"
+    assert EFFECTS == ["try", "try", "try"]
+    assert [e.type for e in handle.events()].count("step:retry") == 2
+
+
+@workflow(name="always_fails")
+async def always_fails(ctx: WorkflowContext) -> str:
+    await ctx.step("fine", effect, "fine")
+    return await ctx.step("broken", lambda: 1 / 0)
+
+
+def test_a_failed_run_resumes_and_replays_its_finished_steps():
+    store = new_store()
+    handle = run_to_rest(always_fails, store=store)
+    with pytest.raises(RunFailed, match="ZeroDivisionError"):
+        asyncio.run(handle.result())
+    resume(handle.id, store=store)
+    drive(store)
+    assert EFFECTS == ["fine"]  # the journaled failure replays too: nothing ran again
+    assert handle.record.status == "failed"
+
+
+@workflow(name="sleepy")
+async def sleepy(ctx: WorkflowContext) -> str:
+    await ctx.sleep(0.01)
+    await ctx.sleep(3600)
+    return "awake"
+
+
+def test_a_long_sleep_parks_and_wakes_on_resume():
+    store = new_store()
+    handle = run_to_rest(sleepy, store=store)
+    assert handle.record.status == "parked"
+    assert handle.record.wake_at > 1_000
+    resume(handle.id, store=store)  # wake it now instead of in an hour
+    drive(store)
+    assert handle.record.status == "parked"  # the journaled deadline still holds
+
+
+@workflow(name="waits_for_signal")
+async def waits_for_signal(ctx: WorkflowContext) -> str:
+    return str(await ctx.wait_signal("go"))
+
+
+def test_a_signal_wakes_a_waiting_run():
+    store = new_store()
+    handle = run_to_rest(waits_for_signal, store=store)
+    assert handle.record.status == "parked"
+    signal(handle.id, "go", "now", store=store)
+    drive(store)
+    assert asyncio.run(handle.result()) == "now"
+
+
+@workflow(name="child")
+async def child(ctx: WorkflowContext, n: int) -> int:
+    return await ctx.step("square", lambda: n * n)
+
+
+@workflow(name="parent")
+async def parent(ctx: WorkflowContext) -> int:
+    return await ctx.run_child(child, 7) + 1
+
+
+def test_a_child_run_returns_its_result():
+    handle = run_to_rest(parent)
+    assert asyncio.run(handle.result()) == 50
+
+
+@workflow(name="three_steps")
+async def three_steps(ctx: WorkflowContext) -> list[str]:
+    return [await ctx.step(f"s{i}", effect, f"s{i}") for i in range(3)]
+
+
+def test_a_fork_replays_up_to_its_event_and_goes_live_after():
+    store = new_store()
+    source = run_to_rest(three_steps, store=store)
+    first_step = next(e for e in source.events() if e.type == "step:done")
+    EFFECTS.clear()
+    branch = fork(source.id, first_step.seq, store=store)
+    drive(store)
+    assert asyncio.run(branch.result()) == ["S0", "S1", "S2"]
+    assert EFFECTS == ["s1", "s2"]
+    assert branch.record.forked_from == {"run": source.id, "at_seq": first_step.seq}
+
+
+def test_metadata_capture_keeps_no_input_or_result():
+    store = new_store()
+    handle = run_to_rest(echo, "private", store=store, capture="metadata")
+    record = handle.record
+    assert record.status == "completed"
+    assert record.input is None and record.result is None
+    assert handle.events()[-1].payload == {"result": None}
