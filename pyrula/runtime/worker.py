@@ -19,8 +19,8 @@ from typing import Any
 
 from pyrula.errors import (
     BudgetExceeded,
-    ReplayInputChanged,
     DurableInvocationCancelled,
+    ReplayInputChanged,
     RunAttemptEnded,
     WorkflowNotRegistered,
 )

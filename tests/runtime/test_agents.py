@@ -20,8 +20,8 @@ from pyrula.journal.exchanges import Exchanges
 from pyrula.runtime import answer
 from tests.providers import OPENAI_LIB
 from tests.runtime.helpers import (
-    async_openai,
     ask,
+    async_openai,
     chat_upstream,
     drive,
     new_store,
