@@ -7,6 +7,7 @@ import typer
 from pyrula.cli.demo import demo
 from pyrula.cli.journal import journal_app
 from pyrula.cli.proxy import proxy
+from pyrula.cli.runs import runs_app, worker
 
 app = typer.Typer(
     name="pyrula",
@@ -15,9 +16,15 @@ app = typer.Typer(
     add_completion=False,
 )
 app.add_typer(journal_app, name="journal")
+app.add_typer(runs_app, name="runs")
+app.command("worker")(worker)
 app.command("demo")(demo)
 app.command("proxy")(proxy)
 
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

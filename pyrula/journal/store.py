@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -74,9 +77,11 @@ class Store:
     # -- opening -------------------------------------------------------------------------------
 
     def _open(self, create: bool, readonly: bool, sync: bool, map_size: int) -> lmdb.Environment:
-        fresh = self._check_folder(create=create and not readonly)
+        if self._check_folder(create=create and not readonly):
+            self._create(map_size)
+            self._probe(self.path / "data.mdb")
         try:
-            env = lmdb.open(
+            return lmdb.open(
                 str(self.path),
                 map_size=map_size,
                 max_dbs=len(_DATABASES) + 1,
@@ -87,9 +92,26 @@ class Store:
             )
         except lmdb.Error as exc:
             raise StoreCorrupt(f"{self.path} could not be opened as a Pyrula store: {exc}") from exc
-        if fresh:
+
+    def _create(self, map_size: int) -> None:
+        """Build a new store beside the target and rename it into place.
+
+        Several processes may create the same store at once (pytest-xdist workers): the rename
+        is atomic, so each sees either no store or a whole one, never a half-made LMDB file.
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", dir=self.path.parent))
+        try:
+            env = lmdb.open(str(staging), map_size=map_size, max_dbs=len(_DATABASES) + 1)
             _initialise(env)
-        return env
+            env.close()
+            try:
+                os.rename(staging, self.path)  # replaces an empty folder, never a filled one
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
 
     def _check_folder(self, *, create: bool) -> bool:
         """Refuse anything that is not a Pyrula store before LMDB writes a byte; True if new."""
@@ -97,7 +119,6 @@ class Store:
         if not self.path.exists():
             if not create:
                 raise StoreError(f"no store at {self.path}; record something first or pass --store")
-            self.path.mkdir(parents=True)
             return True
         if not self.path.is_dir():
             raise NotAStore(

@@ -38,6 +38,8 @@ def journal() -> Invoke:
     runner = CliRunner()
 
     def invoke(*args: str, input: str | None = None) -> Result:
-        return runner.invoke(app, ["journal", *args], input=input, env={"PYRULA_STORE": None})
+        # A fixed width: the table drops columns on narrow terminals (xdist workers have none).
+        env = {"PYRULA_STORE": None, "COLUMNS": "160"}
+        return runner.invoke(app, ["journal", *args], input=input, env=env)
 
     return invoke

@@ -9,6 +9,8 @@ from typing import Any
 
 import anthropic
 import httpx2
+
+from tests.providers import ANTHROPIC_LIB
 import openai
 import pytest
 from pyrula.fingerprints import Canonical, RequestParts, canonical_json, canonicalize
@@ -69,17 +71,20 @@ def digest(parts: RequestParts) -> str:
     return canonicalize(parts).digest
 
 
-def capture(call: Callable[[httpx2.Client], object]) -> RequestParts:
-    """The one request an SDK call sends, answered with a 400 so no reply needs faking."""
-    seen: list[httpx2.Request] = []
+def capture(call: Callable[[Any], object], lib: Any = httpx2) -> RequestParts:
+    """The one request an SDK call sends, answered with a 400 so no reply needs faking.
 
-    def handler(request: httpx2.Request) -> httpx2.Response:
+    `lib` is the HTTP stack the SDK is built on (anthropic 0.x takes only httpx clients).
+    """
+    seen: list[Any] = []
+
+    def handler(request: Any) -> Any:
         seen.append(request)
         error = {"type": "error", "error": {"type": "invalid_request_error", "message": "test"}}
-        return httpx2.Response(400, json=error)
+        return lib.Response(400, json=error)
 
     with (
-        httpx2.Client(transport=httpx2.MockTransport(handler)) as http,
+        lib.Client(transport=lib.MockTransport(handler)) as http,
         pytest.raises((openai.BadRequestError, anthropic.BadRequestError)),
     ):
         call(http)
@@ -95,7 +100,11 @@ def openai_client(http: httpx2.Client) -> openai.OpenAI:
     )
 
 
-def anthropic_client(http: httpx2.Client) -> anthropic.Anthropic:
+def capture_anthropic(call: Callable[[Any], object]) -> RequestParts:
+    return capture(call, ANTHROPIC_LIB)
+
+
+def anthropic_client(http: Any) -> anthropic.Anthropic:
     return anthropic.Anthropic(
         api_key="sk-ant-test-secret", base_url="http://anthropic.test", http_client=http
     )

@@ -11,7 +11,7 @@ from fp_support import (
     VOLATILE_HEADERS,
     anthropic_client,
     assert_no_secret,
-    capture,
+    capture_anthropic,
     digest,
     image_b64,
     post,
@@ -142,7 +142,7 @@ def test_beta_query_or_header_makes_the_beta_surface() -> None:
 
 
 def test_real_sdk_messages_and_beta_messages_requests() -> None:
-    plain = capture(
+    plain = capture_anthropic(
         lambda http: anthropic_client(http).messages.create(
             model="claude-test-1", max_tokens=10, system="sys", messages=MESSAGES
         )
@@ -154,7 +154,7 @@ def test_real_sdk_messages_and_beta_messages_requests() -> None:
     assert_no_secret(canonical, "sk-ant-test-secret", image_b64(3))
 
     def beta(betas: list[str]) -> Any:
-        return capture(
+        return capture_anthropic(
             lambda http: anthropic_client(http).beta.messages.create(
                 model="claude-test-1", max_tokens=10, messages=MESSAGES, betas=betas
             )
@@ -167,7 +167,7 @@ def test_real_sdk_messages_and_beta_messages_requests() -> None:
 
 
 def test_an_anthropic_version_header_change_keeps_the_digest() -> None:
-    parts = capture(
+    parts = capture_anthropic(
         lambda http: anthropic_client(http).messages.create(
             model="claude-test-1", max_tokens=10, messages=MESSAGES
         )
@@ -182,7 +182,7 @@ def _cloud_capture(client: Callable[[httpx2.Client], Any], stream: bool, **kwarg
             model=kwargs.pop("model"), max_tokens=10, messages=MESSAGES, stream=stream, **kwargs
         )
 
-    return capture(call)
+    return capture_anthropic(call)
 
 
 def _bedrock(http: httpx2.Client) -> anthropic.AnthropicBedrock:

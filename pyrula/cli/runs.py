@@ -1,0 +1,156 @@
+"""`pyrula runs ...` and `pyrula worker`: look at durable runs and drive them."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import json
+import signal
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.table import Table
+
+from pyrula.cli._render import console, emit_json, local_time
+from pyrula.cli.journal import _reported
+from pyrula.journal.store import Store
+from pyrula.runtime import RunJournal, Worker, answer, cancel, fork, resume
+
+runs_app = typer.Typer(help="Inspect and drive durable runs.", no_args_is_help=True)
+
+StoreOption = Annotated[
+    Path | None,
+    typer.Option("--store", help="Store folder (default: PYRULA_STORE or ./.pyrula)."),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
+
+
+def _journal(store: Path | None) -> RunJournal:
+    return RunJournal(Store(store, create=False))
+
+
+@runs_app.command("ls")
+def ls(store: StoreOption = None, as_json: JsonOption = False) -> None:
+    """List runs, newest first."""
+    with _reported(as_json):
+        runs = sorted(_journal(store).runs(), key=lambda r: r.created_at, reverse=True)
+        if as_json:
+            emit_json([r.to_json() for r in runs])
+            return
+        table = Table("run", "name", "status", "attempt", "created", "updated", box=None)
+        for run in runs:
+            table.add_row(run.id, run.name, run.status, str(run.attempt),
+                          local_time(run.created_at), local_time(run.updated_at))
+        console().print(table if runs else "No runs in this store.")
+
+
+@runs_app.command("show")
+def show(run_id: str, store: StoreOption = None, as_json: JsonOption = False) -> None:
+    """A run's record and its journal of events."""
+    with _reported(as_json):
+        journal = _journal(store)
+        record = journal.get(run_id)
+        events = journal.events(run_id)
+        if as_json:
+            emit_json({"run": record.to_json(), "events": [e.to_json() for e in events]})
+            return
+        out = console()
+        out.print(f"[bold]{record.id}[/] {record.name} — {record.status} "
+                  f"(attempt {record.attempt})")
+        if record.error:
+            out.print(f"error: {record.error.get('type')}: {record.error.get('message', '')}")
+        table = Table("seq", "event", "detail", box=None)
+        for event in events:
+            table.add_row(str(event.seq), event.type, _detail(event.payload))
+        out.print(table)
+
+
+def _detail(payload: dict[str, Any]) -> str:
+    shown = {k: v for k, v in payload.items() if v not in (None, "", [], {})}
+    text = json.dumps(shown, default=str)
+    return text if len(text) <= 100 else text[:97] + "..."
+
+
+@runs_app.command("cancel")
+def cancel_run(run_id: str, store: StoreOption = None, as_json: JsonOption = False) -> None:
+    """Ask a run to stop at its next boundary."""
+    with _reported(as_json):
+        record = cancel(run_id, store=Store(store, create=False))
+        _said(as_json, record.to_json(), f"cancel requested for {run_id} ({record.status})")
+
+
+@runs_app.command("resume")
+def resume_run(run_id: str, store: StoreOption = None, as_json: JsonOption = False) -> None:
+    """Queue a parked run now, or a failed one again."""
+    with _reported(as_json):
+        record = resume(run_id, store=Store(store, create=False))
+        _said(as_json, record.to_json(), f"{run_id} queued ({record.status})")
+
+
+@runs_app.command("answer")
+def answer_run(
+    run_id: str,
+    value: Annotated[str, typer.Argument(help="The answer; parsed as JSON when it is JSON.")],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Answer the question a parked run asked with ctx.interrupt()."""
+    with _reported(as_json):
+        try:
+            parsed: Any = json.loads(value)
+        except ValueError:
+            parsed = value
+        event = answer(run_id, parsed, store=Store(store, create=False))
+        _said(as_json, event.to_json(), f"answered {event.payload['id']} of {run_id}")
+
+
+@runs_app.command("fork")
+def fork_run(
+    run_id: str,
+    at: Annotated[int, typer.Option("--at", help="Replay up to this event seq, then go live.")],
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Start a what-if run that replays RUN_ID up to an event and goes live from there."""
+    with _reported(as_json):
+        handle = fork(run_id, at, store=Store(store, create=False))
+        _said(as_json, {"run": handle.id}, f"forked {run_id} at event {at} as {handle.id}")
+
+
+def _said(as_json: bool, data: dict[str, Any], text: str) -> None:
+    if as_json:
+        emit_json(data)
+    else:
+        console().print(text)
+
+
+def worker(
+    imports: Annotated[
+        list[str],
+        typer.Option("--import", "-i", help="Module defining workflows/agents (repeatable)."),
+    ],
+    store: StoreOption = None,
+    lease_seconds: Annotated[float, typer.Option(help="Lease length; heartbeats renew it.")] = 15,
+    until_idle: Annotated[bool, typer.Option(help="Exit once no run is left to do.")] = False,
+    concurrency: Annotated[int, typer.Option(help="Runs executed at once.")] = 8,
+) -> None:
+    """Claim queued runs from the store and execute them, until stopped (Ctrl-C)."""
+    sys.path.insert(0, ".")
+    for module in imports:
+        importlib.import_module(module)
+    runner = Worker(Store(store), lease_seconds=lease_seconds, concurrency=concurrency)
+    console(stderr=True).print(
+        f"pyrula worker {runner.worker_id} on {runner.store.path} "
+        f"(lease {lease_seconds:g}s, {concurrency} at once)"
+    )
+
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, runner.stop)
+        return await runner.run(until_idle=until_idle)
+
+    executed = asyncio.run(main())
+    console(stderr=True).print(f"pyrula worker: {executed} attempt(s) executed")
