@@ -24,16 +24,27 @@ def test_runs_execute_exactly_once_across_worker_processes(tmp_path):
     store = Store(store_path)
     effects = tmp_path / "effects.log"
     effects.touch()
-    handles = [
-        submit("exactly_once", str(effects), n, store=store) for n in range(RUNS)
-    ]
+    handles = [submit("exactly_once", str(effects), n, store=store) for n in range(RUNS)]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "pyrula.cli.app", "worker", "--import",
-             "tests.runtime.worker_app", "--store", str(store_path), "--until-idle",
-             "--lease-seconds", "5"],
-            cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-m",
+                "pyrula.cli.app",
+                "worker",
+                "--import",
+                "tests.runtime.worker_app",
+                "--store",
+                str(store_path),
+                "--until-idle",
+                "--lease-seconds",
+                "5",
+            ],
+            cwd=ROOT,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for _ in range(WORKERS)
     ]
@@ -46,6 +57,9 @@ def test_runs_execute_exactly_once_across_worker_processes(tmp_path):
     executions = Counter(effects.read_text().split())
     assert executions == Counter({str(n): 1 for n in range(RUNS)})
     by_worker = Counter(
-        e.payload["worker"] for h in handles for e in journal.events(h.id) if e.type == "run:attempt"
+        e.payload["worker"]
+        for h in handles
+        for e in journal.events(h.id)
+        if e.type == "run:attempt"
     )
     assert sum(by_worker.values()) == RUNS
