@@ -9,11 +9,11 @@ from typing import Any
 
 import anthropic
 import httpx2
-
-from tests.providers import ANTHROPIC_LIB
 import openai
 import pytest
 from pyrula.fingerprints import Canonical, RequestParts, canonical_json, canonicalize
+
+from tests.providers import ANTHROPIC_LIB
 
 # What every openai/anthropic call carries and must never matter (see SDK-FACTS.md).
 VOLATILE_HEADERS = {
