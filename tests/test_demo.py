@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,15 +22,17 @@ from typer.testing import CliRunner  # noqa: E402
 import pyrula  # noqa: E402
 from pyrula.cassette import namespace_prefix  # noqa: E402
 from pyrula.cli.app import app  # noqa: E402
-from pyrula.demo import run  # noqa: E402
+from pyrula.demo import durable, run  # noqa: E402
 from pyrula.demo.standin import (  # noqa: E402
     ANTHROPIC_MESSAGES_PATH,
     OPENAI_CHAT_PATH,
+    Received,
     Served,
     StandIn,
     reply_text,
 )
 from pyrula.journal import Exchanges, open_store  # noqa: E402
+from pyrula.runtime import RunJournal  # noqa: E402
 
 ALL_FOUR = {
     Served(OPENAI_CHAT_PATH, False),
@@ -58,6 +61,47 @@ def _capture_results(monkeypatch: pytest.MonkeyPatch) -> list[run.DemoResult]:
     return results
 
 
+def _capture_durable(monkeypatch: pytest.MonkeyPatch) -> list[durable.DurableResult]:
+    results: list[durable.DurableResult] = []
+    real = durable.run_durable
+
+    def capturing(store_path: Any, say: Any = None) -> durable.DurableResult:
+        result = real(store_path, say)
+        results.append(result)
+        return result
+
+    monkeypatch.setattr(durable, "run_durable", capturing)
+    return results
+
+
+def _canned_durable(store_path: Path, *, seen: tuple[int, ...] = (1, 1, 1, 1, 1)) -> Any:
+    """A stand-in for `durable.run_durable` (no processes): each request seen `seen[i]` times."""
+
+    def fake(store: Any, say: Any = None) -> durable.DurableResult:
+        received = [
+            Received(OPENAI_CHAT_PATH, False, f"digest{i}", f"question {i}", 0.0)
+            for i, times in enumerate(seen)
+            for _ in range(times)
+        ]
+        return durable.DurableResult(
+            store=store_path,
+            url="http://127.0.0.1:1",
+            run_id="run_canned",
+            status="completed",
+            attempt=2,
+            result={"plan": "canned"},
+            error=None,
+            received=received,
+            received_at_kill=3,
+            journaled_at_kill=3,
+            workers=[durable.WorkerProcess(1, 1, -signal.SIGKILL), durable.WorkerProcess(2, 2, 0)],
+            notes_path=store_path / durable.NOTES_FILE,
+            notes=["run_canned:main/tool0\tnote"],
+        )
+
+    return fake
+
+
 # -- the command -----------------------------------------------------------------------------------
 
 
@@ -65,14 +109,15 @@ def test_demo_command_records_live_and_replays_offline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     results = _capture_results(monkeypatch)
+    monkeypatch.setattr(durable, "run_durable", _canned_durable(tmp_path / "store"))
     store = tmp_path / "store"
 
     outcome = CliRunner().invoke(app, ["demo", "--store", str(store)])
 
     assert outcome.exit_code == 0, outcome.output
     assert "provider calls: 4 live while recording, 0 during replay" in outcome.output
-    # The journal listing closes the output: it names the recorded surfaces.
-    listing = outcome.output.split("$ pyrula journal ls", 1)[1]
+    # The journal listing follows the table: it names the recorded surfaces.
+    listing = outcome.output.split("$ pyrula journal ls", 1)[1].split("durable run", 1)[0]
     assert "openai.chat" in listing and "anthropic.messages" in listing
     (result,) = results
     assert result.ok
@@ -102,6 +147,7 @@ def test_demo_default_store_is_pyrula_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     results = _capture_results(monkeypatch)
+    monkeypatch.setattr(durable, "run_durable", _canned_durable(tmp_path / "from-env"))
     monkeypatch.setenv("PYRULA_STORE", str(tmp_path / "from-env"))
 
     outcome = CliRunner().invoke(app, ["demo"])
@@ -148,6 +194,7 @@ def test_demo_exits_non_zero_when_the_replay_differs(
 
     call = run.DemoCall("openai", "chat.completions", False, "sync", "unused", drifting)
     monkeypatch.setattr(run, "CALLS", (call,))
+    monkeypatch.setattr(durable, "run_durable", _canned_durable(tmp_path / "store"))
     results = _capture_results(monkeypatch)
 
     outcome = CliRunner().invoke(app, ["demo", "--store", str(tmp_path / "store")])
@@ -167,6 +214,90 @@ def test_demo_refuses_a_folder_that_is_not_a_store(tmp_path: Path) -> None:
 
     assert outcome.exit_code == 1
     assert "pyrula demo failed" in outcome.output
+
+
+# -- the durable run -------------------------------------------------------------------------------
+
+
+def _skip_recording(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Leave the record/replay section out (a passing canned result), to test the durable one."""
+
+    def recorded(store: Any) -> run.DemoResult:
+        reply = run.Reply("id", "text")
+        return run.DemoResult(
+            store=Path(store),
+            url="http://127.0.0.1:1",
+            stacks={},
+            calls=[
+                run.CallResult(c.provider, c.call, c.streamed, c.style, reply, reply)
+                for c in run.CALLS
+            ],
+            live_calls=len(run.CALLS),
+            replay_calls=0,
+            log=[],
+            recorded=len(run.CALLS),
+            replayed=len(run.CALLS),
+        )
+
+    monkeypatch.setattr(run, "run_demo", recorded)
+    monkeypatch.setattr(run, "show_journal", lambda store, console: None)
+
+
+def test_demo_durable_run_survives_sigkill_without_repeating_a_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The real thing: two worker processes, the first SIGKILLed after three model calls."""
+    _skip_recording(monkeypatch)
+    results = _capture_durable(monkeypatch)
+    store = tmp_path / "store"
+
+    outcome = CliRunner().invoke(app, ["demo", "--store", str(store)])
+
+    assert outcome.exit_code == 0, outcome.output
+    (result,) = results
+    assert result.ok, result.failures()
+    # Counted from the stand-in's own log: five distinct requests, none received twice.
+    assert (result.live_calls, result.repeated_calls, len(result.received)) == (5, 0, 5)
+    assert "provider calls: 5 live, 0 repeated after the crash" in outcome.output
+    assert [r.prompt.split(" (")[0] for r in result.received] == list(durable.QUESTIONS)
+    assert [r.streamed for r in result.received] == [False, True, False, False, False]
+    # The kill landed after the third call and before the fourth, in a real worker process.
+    assert (result.journaled_at_kill, result.received_at_kill) == (3, 3)
+    assert [w.returncode for w in result.workers] == [-signal.SIGKILL, 0]
+    assert f"SIGKILL sent to worker 1 (pid {result.workers[0].pid})" in outcome.output
+    # Completed by the second worker, in the second attempt.
+    assert (result.status, result.attempt) == ("completed", 2)
+    replies = result.result["replies"]
+    assert len(set(replies)) == 5 and all(r.startswith("chatcmpl-standin") for r in replies)
+    # The tool's side effect happened once, under its idempotency key.
+    key = f"{result.run_id}:main/tool0"
+    assert result.notes == [line for line in result.notes if line.startswith(key + "\t")]
+    assert len(result.notes) == 1
+    assert result.result["note"] == {"saved": key}
+    # The run's journal: printed by `pyrula runs show`, and what it says.
+    assert f"$ pyrula runs show {result.run_id} --store {store}\n" in outcome.output
+    shown = outcome.output.split(f"$ pyrula runs show {result.run_id}", 1)[1]
+    assert "completed (attempt 2)" in shown and "tool:done" in shown
+    events = RunJournal(open_store(store)).events(result.run_id)
+    kinds = [e.type for e in events]
+    assert kinds.count("llm:done") == 5 and kinds.count("tool:done") == 1
+    assert kinds.count("run:attempt") == 2 and kinds[-1] == "run:done"
+    # Calls 1-3 were journaled by the first attempt, 4-5 by the second; none twice.
+    second = kinds.index("run:attempt", kinds.index("run:attempt") + 1)
+    assert kinds[:second].count("llm:done") == 3 and kinds[second:].count("llm:done") == 2
+
+
+def test_demo_exits_non_zero_when_the_provider_saw_a_request_twice(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _skip_recording(monkeypatch)
+    monkeypatch.setattr(durable, "run_durable", _canned_durable(tmp_path, seen=(1, 1, 2, 1, 1)))
+
+    outcome = CliRunner().invoke(app, ["demo", "--store", str(tmp_path / "store")])
+
+    assert outcome.exit_code == 1, outcome.output
+    assert "provider calls: 5 live, 1 repeated after the crash" in outcome.output
+    assert "1 request(s) reached the provider more than once" in outcome.output
 
 
 def test_each_sdk_gets_the_transport_of_its_own_http_stack() -> None:
@@ -310,3 +441,21 @@ def test_stopped_standin_cuts_kept_alive_connections_and_refuses_new_ones() -> N
             client.post("/v1/chat/completions", json=body)
     assert standin.count() == 1
     assert not standin.running
+
+
+def test_standin_log_tells_a_repeated_request_from_a_new_one(standin: StandIn) -> None:
+    """What `provider calls: N live, M repeated` counts: the same request received twice."""
+    first = {"model": "m", "messages": [{"role": "user", "content": "one"}]}
+    reordered = {"messages": [{"content": "one", "role": "user"}], "model": "m"}
+    other = {"model": "m", "messages": [{"role": "user", "content": "two"}]}
+    with httpx.Client(base_url=standin.url) as client:
+        for body in (first, reordered, other):
+            assert client.post("/v1/chat/completions", json=body).status_code == 200
+    received = standin.received
+    assert [r.prompt for r in received] == ["one", "one", "two"]
+    assert received[0].digest == received[1].digest != received[2].digest
+    assert [r.served for r in received] == standin.log
+
+
+def test_durable_worker_entry_point_wants_a_store() -> None:
+    assert durable.main([]) == 2

@@ -1,4 +1,5 @@
-"""`pyrula demo`: record real SDK calls against a local stand-in provider, then replay them."""
+"""`pyrula demo`: record real SDK calls against a local stand-in provider, then replay them;
+then run a durable agent against it, SIGKILL its worker mid-run and resume it."""
 
 from __future__ import annotations
 
@@ -22,11 +23,12 @@ def demo(
         ),
     ] = None,
 ) -> None:
-    """Record a few OpenAI and Anthropic calls against a local stand-in, then replay offline."""
+    """Record a few OpenAI and Anthropic calls against a local stand-in, then replay offline;
+    then run a durable agent, SIGKILL its worker mid-run, resume it, and count provider calls."""
     console = Console()
     try:
         # Imported here: the SDKs are an optional extra and slow to import.
-        from pyrula.demo import run
+        from pyrula.demo import durable, run
     except ImportError as exc:
         console.print(
             f"pyrula demo needs the openai and anthropic SDKs ({exc}); "
@@ -43,6 +45,28 @@ def demo(
         raise typer.Exit(1) from exc
     run.render(result, console)
     run.show_journal(path, console)
+
+    console.print(
+        f"\n[bold]durable run[/]: agent {durable.AGENT_NAME!r} in real worker processes; the "
+        f"first is killed with SIGKILL after {durable.KILL_AFTER} of its "
+        f"{len(durable.QUESTIONS)} model calls, a second resumes the run",
+        highlight=False,
+    )
+    try:
+        outcome = durable.run_durable(
+            path, say=lambda line: console.print(line, markup=False, highlight=False)
+        )
+    except PyrulaError as exc:
+        console.print(f"[red]pyrula demo failed:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from exc
+    durable.render(outcome, console)
+
+    failed = False
     if not result.ok:
         console.print("[red]the replay did not reproduce the recording[/]")
+        failed = True
+    for failure in outcome.failures():
+        console.print(f"[red]durable run:[/] {failure}", highlight=False)
+        failed = True
+    if failed:
         raise typer.Exit(1)

@@ -11,7 +11,9 @@ Anthropic sends `event:`/`data:` pairs from `message_start` to `message_stop`. E
 written and flushed on its own, with a short pause, as a chunk of a chunked HTTP/1.1 reply.
 
 The server keeps its own log of every request it received: that log, not the client's view, is
-the source of truth for how many calls reached the provider.
+the source of truth for how many calls reached the provider. Each entry also carries the
+request's identity (a digest of its method, path and body), so a request asked twice is seen as
+one request received twice.
 """
 
 from __future__ import annotations
@@ -38,6 +40,30 @@ class Served(NamedTuple):
 
     path: str
     streamed: bool
+
+
+class Received(NamedTuple):
+    """One request the stand-in received, with what identifies it."""
+
+    path: str
+    streamed: bool
+    digest: str  # sha256 of the method, path and body (its canonical JSON when it is JSON)
+    prompt: str  # the last user message's text, for showing
+    at: float  # time.time() when it arrived
+
+    @property
+    def served(self) -> Served:
+        return Served(self.path, self.streamed)
+
+
+def request_digest(method: str, path: str, raw: bytes, body: Any) -> str:
+    """What identifies a request: method, path and body, key order and whitespace aside."""
+    data = (
+        json.dumps(body, sort_keys=True, separators=(",", ":")).encode()
+        if body is not None
+        else raw
+    )
+    return hashlib.sha256(f"{method} {path}".encode() + b"\x00" + data).hexdigest()
 
 
 def last_user_text(messages: Any) -> str:
@@ -114,7 +140,10 @@ class _Handler(BaseHTTPRequestHandler):
             body = None
         streamed = isinstance(body, dict) and body.get("stream") is True
         standin = self.server.standin
-        number = standin._log_request(Served(path, streamed))
+        prompt = last_user_text(body.get("messages")) if isinstance(body, dict) else ""
+        number = standin._log_request(
+            Received(path, streamed, request_digest("POST", path, raw, body), prompt, time.time())
+        )
         if not isinstance(body, dict):
             self._json(HTTPStatus.BAD_REQUEST, _error("invalid_request_error", "body is not JSON"))
             return
@@ -127,7 +156,9 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         path = self.path.split("?", 1)[0]
-        self.server.standin._log_request(Served(path, False))
+        self.server.standin._log_request(
+            Received(path, False, request_digest("GET", path, b"", None), "", time.time())
+        )
         self._json(HTTPStatus.NOT_FOUND, _error("not_found_error", f"no route {path}"))
 
     # -- OpenAI chat completions -------------------------------------------------------------------
@@ -297,7 +328,7 @@ class StandIn:
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.host = host
         self.nonce = ""
-        self._log: list[Served] = []
+        self._log: list[Received] = []
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
         self._server: _Server | None = None
@@ -379,6 +410,12 @@ class StandIn:
     def log(self) -> list[Served]:
         """Every request received so far, in order (a copy)."""
         with self._lock:
+            return [received.served for received in self._log]
+
+    @property
+    def received(self) -> list[Received]:
+        """Every request received so far, in order, with its identity (a copy)."""
+        with self._lock:
             return list(self._log)
 
     def count(self) -> int:
@@ -387,9 +424,9 @@ class StandIn:
 
     # -- called by the handler ---------------------------------------------------------------------
 
-    def _log_request(self, served: Served) -> int:
+    def _log_request(self, received: Received) -> int:
         with self._lock:
-            self._log.append(served)
+            self._log.append(received)
             return next(self._counter)
 
     def _opened(self, connection: socket.socket) -> None:
@@ -404,8 +441,10 @@ class StandIn:
 __all__ = [
     "ANTHROPIC_MESSAGES_PATH",
     "OPENAI_CHAT_PATH",
+    "Received",
     "Served",
     "StandIn",
     "last_user_text",
     "reply_text",
+    "request_digest",
 ]

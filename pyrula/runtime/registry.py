@@ -97,6 +97,17 @@ class ToolDefinition(Generic[P, R]):
         return result
 
 
+@overload
+def tool(fn: Callable[..., R], /) -> ToolDefinition[..., R]: ...
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    read_only: bool = False,
+    requires_approval: bool = False,
+    writes: tuple[str, ...] | list[str] = (),
+    max_calls: int | None = None,
+) -> Callable[[Callable[..., R]], ToolDefinition[..., R]]: ...
 def tool(
     fn: Callable[..., Any] | None = None,
     /,

@@ -108,7 +108,7 @@ class Worker:
         """Runs that another worker holds or that will wake soon still count as work."""
         now = time.time()
         for run in self.journal.runs():
-            if run.status in TERMINAL:
+            if run.status in TERMINAL or (self.names is not None and run.name not in self.names):
                 continue
             if run.status == PARKED and not (run.wake_at and run.wake_at <= now + 5):
                 continue
