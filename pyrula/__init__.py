@@ -1,26 +1,62 @@
-"""Pyrula: durable AI-agent work, journaled at the HTTP transport layer."""
+"""Pyrula: durable AI-agent work, journaled at the HTTP transport layer.
 
+The names below load on first use, so a worker that imports only `pyrula.runtime` does not pay
+for the HTTP stacks it never touches.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Eager: the function `cassette` must win over the submodule of the same name.
 from pyrula.cassette import Cassette, VerifyMismatch, cassette
-from pyrula.errors import (
-    NetworkBlocked,
-    NotAStore,
-    OfflineViolation,
-    PayloadTooLarge,
-    PyrulaError,
-    ReplayMiss,
-    StoreCorrupt,
-    StoreError,
-    StoreFormatError,
-)
-from pyrula.journal import Store
-from pyrula.transport import (
-    AsyncHttpx2Transport,
-    AsyncHttpxTransport,
-    Httpx2Transport,
-    HttpxTransport,
-)
+
+if TYPE_CHECKING:
+    from pyrula.errors import (
+        JournalRefusal,
+        NetworkBlocked,
+        NotAStore,
+        OfflineViolation,
+        PayloadTooLarge,
+        PyrulaError,
+        ReplayMiss,
+        StoreCorrupt,
+        StoreError,
+        StoreFormatError,
+    )
+    from pyrula.journal import Store
+    from pyrula.transport import (
+        AsyncHttpx2Transport,
+        AsyncHttpxTransport,
+        Httpx2Transport,
+        HttpxTransport,
+    )
 
 __version__ = "0.1.0"
+
+_WHERE = {
+    "Store": "pyrula.journal",
+    "AsyncHttpx2Transport": "pyrula.transport",
+    "AsyncHttpxTransport": "pyrula.transport",
+    "Httpx2Transport": "pyrula.transport",
+    "HttpxTransport": "pyrula.transport",
+    **{
+        name: "pyrula.errors"
+        for name in (
+            "JournalRefusal",
+            "NetworkBlocked",
+            "NotAStore",
+            "OfflineViolation",
+            "PayloadTooLarge",
+            "PyrulaError",
+            "ReplayMiss",
+            "StoreCorrupt",
+            "StoreError",
+            "StoreFormatError",
+        )
+    },
+}
 
 __all__ = [
     "AsyncHttpx2Transport",
@@ -28,6 +64,7 @@ __all__ = [
     "Cassette",
     "Httpx2Transport",
     "HttpxTransport",
+    "JournalRefusal",
     "NetworkBlocked",
     "NotAStore",
     "OfflineViolation",
@@ -41,3 +78,16 @@ __all__ = [
     "VerifyMismatch",
     "cassette",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pyrula' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

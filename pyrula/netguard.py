@@ -12,9 +12,6 @@ import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import httpx
-import httpx2
-
 from pyrula.errors import NetworkBlocked
 
 _lock = threading.Lock()
@@ -57,6 +54,9 @@ def _blocked_connect(self: socket.socket, address: Any) -> Any:
 
 
 def _targets() -> list[tuple[Any, str, Callable[..., Any]]]:
+    import httpx
+    import httpx2
+
     targets: list[tuple[Any, str, Callable[..., Any]]] = [
         (socket.socket, "connect", _blocked_connect)
     ]

@@ -22,7 +22,17 @@ _MAGIC = b"pyrula-store"
 DEFAULT_PATH = ".pyrula"
 DEFAULT_MAX_RECORD_BYTES = 1_000_000
 _INITIAL_MAP_SIZE = 64 << 20
-_DATABASES = ("meta", "exchanges", "frames", "blobs", "runs", "events", "queue", "tokens")
+_DATABASES = (
+    "meta",
+    "exchanges",
+    "frames",
+    "blobs",
+    "runs",
+    "events",
+    "queue",
+    "tokens",
+    "flags",
+)
 
 T = TypeVar("T")
 

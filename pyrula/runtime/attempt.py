@@ -117,7 +117,7 @@ class Attempt:
         return event
 
     def check_cancel(self) -> None:
-        if self.journal.get(self.run.id).cancel_requested:
+        if self.journal.cancel_requested(self.run.id):
             raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
 
     # -- model calls: the run as a transport session -----------------------------------------

@@ -115,14 +115,7 @@ def submit(
 
 def cancel(run_id: str, *, store: StoreLike = None) -> RunRecord:
     """Ask a run to stop; it is observed at the body's next boundary (or before it starts)."""
-    journal = _journal(store)
-    record = journal.get(run_id)
-    if record.status in TERMINAL:
-        return record
-    changes: dict[str, Any] = {"cancel_requested": True}
-    if record.status == PARKED:
-        changes["wake_at"] = 0.0
-    return journal.update(run_id, **changes)
+    return _journal(store).request_cancel(run_id)
 
 
 def answer(run_id: str, value: Any, *, store: StoreLike = None) -> Event:

@@ -49,7 +49,7 @@ class WorkflowContext:
 
     @property
     def cancelled(self) -> bool:
-        return bool(self._attempt.journal.get(self.run_id).cancel_requested)
+        return self._attempt.journal.cancel_requested(self.run_id)
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -141,6 +141,8 @@ class WorkflowContext:
         attempt.write(
             f"{kind}:done", {"position": position, "name": name, "result": result, **(extra or {})}
         )
+        # Plain-function steps never suspend: yield once so the lease's heartbeat keeps running.
+        await asyncio.sleep(0)
         return result
 
     # -- threads ---------------------------------------------------------------------------------

@@ -118,6 +118,18 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def _lease_key(run_id: str) -> bytes:
+    return b"lease:" + run_id.encode()
+
+
+def _lease_value(worker: str, attempt: int) -> bytes:
+    return f"{worker}\x00{attempt}".encode()
+
+
+def _cancel_key(run_id: str) -> bytes:
+    return b"cancel:" + run_id.encode()
+
+
 def lease_is_live(lease: dict[str, Any] | None, now: float) -> bool:
     """A lease holds until it expires, or until its process is seen dead on this host."""
     if not lease or lease.get("expires", 0) <= now:
@@ -134,6 +146,8 @@ class RunJournal:
         self._events = store.db("events")
         self._queue = store.db("queue")
         self._tokens = store.db("tokens")
+        # Small keys read on every step: who holds each run's lease, which runs are cancelled.
+        self._flags = store.db("flags")
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -270,6 +284,7 @@ class RunJournal:
                 }
                 run.updated_at = now
                 txn.put(key, _dump(run.to_json()), db=self._runs)
+                txn.put(_lease_key(run.id), _lease_value(worker, run.attempt), db=self._flags)
                 return run
             return None
 
@@ -277,29 +292,49 @@ class RunJournal:
 
     def heartbeat(self, run_id: str, lease: Lease, ttl: float) -> None:
         def write(txn: lmdb.Transaction) -> None:
-            run = self.check_lease(txn, run_id, lease)
+            self.check_lease(txn, run_id, lease)
+            run = self._record(txn, run_id)
             assert run.lease is not None
             run.lease["expires"] = time.time() + ttl
             txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
 
         self.store.write(write)
 
-    def check_lease(self, txn: lmdb.Transaction, run_id: str, lease: Lease) -> RunRecord:
-        raw = txn.get(run_id.encode(), db=self._runs)
-        if raw is None:
-            raise RunNotFound(f"no run {run_id!r}")
-        run = RunRecord.from_json(json.loads(bytes(raw)))
-        held = run.lease or {}
-        if (
-            run.status != RUNNING
-            or held.get("worker") != lease.worker
-            or (held.get("attempt") != lease.attempt)
-        ):
+    def check_lease(self, txn: lmdb.Transaction, run_id: str, lease: Lease) -> None:
+        """Refuse the write unless this attempt still holds the run's lease."""
+        held = txn.get(_lease_key(run_id), db=self._flags)
+        if held is None or bytes(held) != _lease_value(lease.worker, lease.attempt):
             raise RunAttemptEnded(
                 f"run {run_id} attempt {lease.attempt} no longer holds its lease; "
                 "another worker owns the run now"
             )
-        return run
+
+    def _record(self, txn: lmdb.Transaction, run_id: str) -> RunRecord:
+        raw = txn.get(run_id.encode(), db=self._runs)
+        if raw is None:
+            raise RunNotFound(f"no run {run_id!r} in {self.store.path}")
+        return RunRecord.from_json(json.loads(bytes(raw)))
+
+    def request_cancel(self, run_id: str) -> RunRecord:
+        """Mark a run cancelled-on-request; a parked run is woken so it can end."""
+
+        def write(txn: lmdb.Transaction) -> RunRecord:
+            run = self._record(txn, run_id)
+            if run.status in TERMINAL:
+                return run
+            run.cancel_requested = True
+            if run.status == PARKED:
+                run.wake_at = 0.0
+            run.updated_at = time.time()
+            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(_cancel_key(run_id), b"1", db=self._flags)
+            return run
+
+        return self.store.write(write)
+
+    def cancel_requested(self, run_id: str) -> bool:
+        with self.store.read() as txn:
+            return txn.get(_cancel_key(run_id), db=self._flags) is not None
 
     # -- journaling -----------------------------------------------------------------------------
 
@@ -354,8 +389,10 @@ class RunJournal:
         """End an attempt: write its closing event and the run's new status in one commit."""
 
         def write(txn: lmdb.Transaction) -> Event:
-            run = self.check_lease(txn, run_id, lease)
+            self.check_lease(txn, run_id, lease)
+            run = self._record(txn, run_id)
             event = self.append_in(txn, run_id, kind, payload)
+            txn.delete(_lease_key(run_id), db=self._flags)
             run.status = status
             run.lease = None
             run.updated_at = time.time()

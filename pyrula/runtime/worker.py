@@ -199,7 +199,7 @@ class Worker:
         for child_id, policy in attempt.open_children.items():
             if policy == "cancel":
                 with contextlib.suppress(Exception):
-                    self.journal.update(child_id, cancel_requested=True)
+                    self.journal.request_cancel(child_id)
 
     async def _heartbeat(self, run_id: str, lease: Lease, task: asyncio.Future[Any]) -> None:
         while True:
