@@ -134,7 +134,10 @@ class Attempt:
         if scope.within != "run":
             # Inside a step or tool the unit's result is what is durable: meter, do not journal.
             reservation = self.budget.reserve(len(parts.body), canonical.meta)
-            return Live(self._meter_only(canonical, scope, reservation))
+            return Live(
+                self._meter_only(canonical, scope, reservation),
+                self._estimate(canonical, scope, reservation, None),
+            )
         position = self.next_position("llm")
         index = int(position.rsplit("llm", 1)[1])
         key = exchange_key(self.run.id, scope.name, index)
@@ -145,7 +148,10 @@ class Attempt:
                 raise self._changed(record, canonical, position)
             return Replay(record.status, record.headers, self.exchanges.frames(record, first_page))
         reservation = self.budget.reserve(len(parts.body), canonical.meta)
-        return Live(self._journaled(key, position, parts, canonical, scope, reservation))
+        return Live(
+            self._journaled(key, position, parts, canonical, scope, reservation),
+            self._estimate(canonical, scope, reservation, position),
+        )
 
     def _changed(
         self, record: ExchangeRecord, canonical: Canonical, position: str
@@ -223,6 +229,21 @@ class Attempt:
             done.set()
             self.budget.settle(reservation, None)
             self.write("llm:done", self._llm_payload(canonical, reply, scope, None))
+
+        return meter
+
+    def _estimate(
+        self, canonical: Canonical, scope: Scope, reservation: Reservation, position: str | None
+    ) -> Callable[[Reply], None]:
+        """Meter, once, a reply that ended unfinished: it was (partly) billed, so it counts, at
+        the larger of what it reported and the worst case reserved for it."""
+
+        def meter(reply: Reply) -> None:
+            self.budget.settle(reservation, None)
+            payload = self._llm_payload(canonical, reply, scope, None)
+            payload["total_tokens"] = max(payload["total_tokens"], reservation.tokens)
+            payload.update(estimated=True, abandoned_at=position)
+            self.write("llm:done", payload)
 
         return meter
 

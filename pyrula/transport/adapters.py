@@ -105,9 +105,7 @@ class _Adapter:
         if plan.on_complete is None:
             return response
         headers = list(response.headers.multi_items())
-        recording = JournalCore.recording(
-            canonical, response.status_code, headers, plan.on_complete, started
-        )
+        recording = JournalCore.recording(canonical, response.status_code, headers, plan, started)
         tee = (self._sync_tee if sync else self._async_tee)(response.stream, recording)
         return self._lib.Response(
             response.status_code,

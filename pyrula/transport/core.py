@@ -29,9 +29,11 @@ class Replay:
 
 @dataclass(frozen=True, slots=True)
 class Live:
-    """Send the request; `on_complete` (when set) receives the reply once it is whole."""
+    """Send the request; `on_complete` (when set) receives the reply once it is whole, and
+    `on_abandon` what had arrived when a reply ends unfinished (closed early, or truncated)."""
 
     on_complete: Callable[[Reply], None] | None
+    on_abandon: Callable[[Reply], None] | None = None
 
 
 Plan = Replay | Live
@@ -78,7 +80,9 @@ class Recording:
         headers: list[tuple[str, str]],
         on_complete: Callable[[Reply], None],
         started: float,
+        on_abandon: Callable[[Reply], None] | None = None,
     ) -> None:
+        self._on_abandon = on_abandon
         lowered = {k.lower(): v for k, v in headers}
         self._decoder: Decoder | None = decoder_for(lowered.get("content-encoding", ""))
         content_type = lowered.get("content-type", "")
@@ -123,24 +127,33 @@ class Recording:
             self._completion.complete or self._completion.at_eof()
         ):
             self._commit()
-        self.finished = True  # a reply that never completed is never recorded
+        elif not self._committed_frames:
+            self._abandoned()  # truncated: never recorded as complete
+        self.finished = True
 
     def abandon(self) -> None:
         """The caller stopped reading: what was committed stays, nothing else is recorded."""
+        if not self.finished and not self._committed_frames:
+            self._abandoned()
         self.finished = True
         self._frames = []
 
+    def _abandoned(self) -> None:
+        if self._on_abandon is not None:
+            self._on_abandon(self._reply(list(self._frames)))
+
     def _commit(self) -> None:
         self._committed_frames = len(self._frames)
-        self._on_complete(
-            Reply(
-                status=self._status,
-                headers=self._headers,
-                frames=list(self._frames),
-                elapsed_ms=(time.perf_counter() - self._started) * 1000,
-                streamed=self._streamed,
-                decoded=self._decoder is not None,
-            )
+        self._on_complete(self._reply(list(self._frames)))
+
+    def _reply(self, frames: list[bytes]) -> Reply:
+        return Reply(
+            status=self._status,
+            headers=self._headers,
+            frames=frames,
+            elapsed_ms=(time.perf_counter() - self._started) * 1000,
+            streamed=self._streamed,
+            decoded=self._decoder is not None,
         )
 
 
@@ -165,7 +178,8 @@ class JournalCore:
         canonical: Canonical,
         status: int,
         headers: list[tuple[str, str]],
-        on_complete: Callable[[Reply], None],
+        plan: Live,
         started: float,
     ) -> Recording:
-        return Recording(canonical, status, headers, on_complete, started)
+        assert plan.on_complete is not None
+        return Recording(canonical, status, headers, plan.on_complete, started, plan.on_abandon)

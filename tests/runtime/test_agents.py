@@ -227,3 +227,32 @@ def test_tools_run_once_wait_for_approval_and_keep_their_limits():
     assert "limit of 2 calls" in result[2] and result[3] == "gone"
     assert RAN[0] == "charge 5 key=call_1" and RAN[1].startswith(f"charge 6 key={handle.id}:")
     assert len(RAN) == 3  # each tool ran once, across two attempts
+
+
+@agent(name="abandons_stream")
+async def abandons_stream(ctx: AgentContext) -> str:
+    from tests.providers import chat_sse, sse_reply
+
+    streaming = chat_upstream()
+    streaming.reply = lambda request: sse_reply(chat_sse("one two three four"))
+    client = async_openai(streaming)
+    stream = await client.chat.completions.create(
+        model="gpt-4o-mini",
+        messages=[{"role": "user", "content": "go"}],
+        stream=True,
+        max_tokens=50,
+    )
+    async for _ in stream:
+        break
+    await stream.close()
+    return "stopped early"
+
+
+def test_a_stream_stopped_early_is_metered_once_as_an_estimate_and_not_journaled():
+    store = new_store()
+    handle = run_to_rest(abandons_stream, store=store)
+    assert asyncio.run(handle.result()) == "stopped early"
+    done = [e.payload for e in handle.events() if e.type == "llm:done"]
+    assert len(done) == 1 and done[0]["estimated"] is True
+    assert done[0]["total_tokens"] >= 50
+    assert list(Exchanges(store).scan(b"r\x00" + handle.id.encode())) == []
