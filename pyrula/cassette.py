@@ -207,7 +207,10 @@ class Cassette:
         self._seen.clear()
         self.stats = CassetteStats()
         self.verify_report = []
-        self._had_records = next(self.exchanges.scan(namespace_prefix(self.name)), None) is not None
+        prefix = namespace_prefix(self.name)
+        self._had_records = (
+            next(self.store.iter_prefix(self.store.exchanges_db, prefix), None) is not None
+        )
         if self.mode == "none":
             netguard.block(self._allow_hosts)
         self._token = push_session(self)

@@ -89,7 +89,7 @@ def proxy(
         Path | None,
         typer.Option(
             "--upstream-ca",
-            help="Extra CA bundle to trust for HTTPS upstreams (default: the system's).",
+            help="CA bundle to trust for HTTPS upstreams, instead of the default one.",
             show_default=False,
         ),
     ] = None,

@@ -17,7 +17,7 @@ import os
 import struct
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import lmdb
@@ -54,8 +54,10 @@ class ExchangeRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
-        data = asdict(self)
+        # Not dataclasses.asdict: it deep-copies every field, on the recording hot path.
+        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["headers"] = [list(pair) for pair in self.headers]
+        data["extra"] = dict(self.extra)
         return data
 
     @classmethod

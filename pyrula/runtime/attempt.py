@@ -49,6 +49,9 @@ class Scope:
 _MAIN = Scope()
 current_scope: ContextVar[Scope] = ContextVar("pyrula_scope", default=_MAIN)
 current_attempt: ContextVar[Attempt | None] = ContextVar("pyrula_attempt", default=None)
+# Set around a call a drop-in passes through unjournaled (embeddings, files, ...): its requests
+# take no journal position and are not metered.
+journal_bypass: ContextVar[bool] = ContextVar("pyrula_journal_bypass", default=False)
 
 
 def exchange_key(run_id: str, scope: str, index: int) -> bytes:
@@ -130,6 +133,8 @@ class Attempt:
                 "`await ctx.to_thread(fn)` (or `asyncio.to_thread`), or use the async client"
             )
         self.check_cancel()
+        if journal_bypass.get():
+            return Live(None)
         scope = current_scope.get()
         if scope.within != "run":
             # Inside a step or tool the unit's result is what is durable: meter, do not journal.

@@ -126,16 +126,16 @@ def _has_request(response: Any) -> bool:
 
 class _SyncAdapter(_Adapter):
     def handle_request(self, request: Any) -> Any:
+        session = self._core.session()
+        if session is None:
+            return self._inner_transport().handle_request(request)
         request.read()
-        planned = self._core.plan(*_request_parts(request), blocking=True)
-        if planned is not None and isinstance(planned[0], Replay):
-            return self._replayed(planned[0], request, sync=True)
+        plan, canonical = self._core.plan(session, *_request_parts(request), blocking=True)
+        if isinstance(plan, Replay):
+            return self._replayed(plan, request, sync=True)
         inner = self._inner_transport()
         started = time.perf_counter()
         response = inner.handle_request(request)
-        if planned is None:
-            return response
-        plan, canonical = planned
         assert isinstance(plan, Live)
         return self._teed(response, plan, canonical, started, sync=True)
 
@@ -151,16 +151,16 @@ class _SyncAdapter(_Adapter):
 
 class _AsyncAdapter(_Adapter):
     async def handle_async_request(self, request: Any) -> Any:
+        session = self._core.session()
+        if session is None:
+            return await self._inner_transport().handle_async_request(request)
         await request.aread()
-        planned = self._core.plan(*_request_parts(request), blocking=False)
-        if planned is not None and isinstance(planned[0], Replay):
-            return self._replayed(planned[0], request, sync=False)
+        plan, canonical = self._core.plan(session, *_request_parts(request), blocking=False)
+        if isinstance(plan, Replay):
+            return self._replayed(plan, request, sync=False)
         inner = self._inner_transport()
         started = time.perf_counter()
         response = await inner.handle_async_request(request)
-        if planned is None:
-            return response
-        plan, canonical = planned
         assert isinstance(plan, Live)
         return self._teed(response, plan, canonical, started, sync=False)
 

@@ -163,12 +163,20 @@ class JournalCore:
     def __init__(self, session: Session | None = None) -> None:
         self._session = session
 
+    def session(self) -> Session | None:
+        """The session this request answers to; None means pass it through untouched."""
+        return self._session or current_session()
+
+    @staticmethod
     def plan(
-        self, method: str, url: str, headers: dict[str, str], body: bytes, *, blocking: bool
-    ) -> tuple[Plan, Canonical] | None:
-        session = self._session or current_session()
-        if session is None:
-            return None
+        session: Session,
+        method: str,
+        url: str,
+        headers: dict[str, str],
+        body: bytes,
+        *,
+        blocking: bool,
+    ) -> tuple[Plan, Canonical]:
         parts = RequestParts(method=method, url=url, headers=headers, body=body)
         canonical = canonicalize(parts)
         return session.plan(parts, canonical, blocking=blocking), canonical

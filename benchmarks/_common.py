@@ -1,0 +1,255 @@
+"""Shared pieces of the benchmarks: fake provider replies, SDK clients, timing rounds, tables.
+
+Every benchmark measures its baseline in the same run, interleaving the variants in short slices
+(the order rotates every slice) so a noisy neighbour on the machine hits all of them alike. Each
+sample records wall-clock and process CPU time; tables show medians over the rounds and the best
+slice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import gc
+import json
+import os
+import platform
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+from rich.console import Console
+from rich.table import Table
+
+API_KEY = "sk-bench-" + "k" * 32
+BASE_URL = "http://openai.test/v1"
+MODEL = "gpt-4o-mini"
+
+console = Console(width=int(os.environ.get("BENCH_WIDTH", "120")), highlight=False)
+
+FILLER = (
+    "The quick brown fox jumps over the lazy dog while the committee reviews the quarterly "
+    "figures, and nobody is quite sure whether the projections account for seasonal demand. "
+)
+
+
+def text_of(length: int, seed: str) -> str:
+    """Deterministic prose of exactly `length` characters, starting with `seed`."""
+    text = seed + " "
+    while len(text) < length:
+        text += FILLER
+    return text[:length]
+
+
+def completion_json(content: str, *, completion_id: str = "chatcmpl-bench") -> bytes:
+    """A realistic non-streamed chat.completion body."""
+    return json.dumps(
+        {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": 1_750_000_000,
+            "model": MODEL,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 48, "total_tokens": 60},
+            "system_fingerprint": "fp_bench",
+        }
+    ).encode()
+
+
+REPLY_HEADERS = {"content-type": "application/json", "x-request-id": "req_bench"}
+
+
+def json_response(body: bytes) -> httpx.Response:
+    return httpx.Response(200, content=body, headers=REPLY_HEADERS)
+
+
+def openai_client(transport: httpx.BaseTransport | None = None) -> openai.OpenAI:
+    """The sync openai SDK over an `httpx.Client` (openai 3.x accepts one) with no retries."""
+    http_client = httpx.Client(transport=transport) if transport is not None else httpx.Client()
+    return openai.OpenAI(
+        api_key=API_KEY, base_url=BASE_URL, http_client=http_client, max_retries=0
+    )
+
+
+# -- timing ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Samples:
+    """Per-operation seconds: one entry per round, and one per slice (for the best case)."""
+
+    wall: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)
+    slice_cpu: list[float] = field(default_factory=list)
+
+    @property
+    def wall_median(self) -> float:
+        return statistics.median(self.wall)
+
+    @property
+    def cpu_median(self) -> float:
+        return statistics.median(self.cpu)
+
+    @property
+    def cpu_best(self) -> float:
+        return min(self.slice_cpu)
+
+
+def timed(fn: Callable[[], int]) -> tuple[float, float, int]:
+    """Run `fn` (which returns how many operations it did); (wall s, cpu s, ops)."""
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    ops = fn()
+    return time.perf_counter() - wall0, time.process_time() - cpu0, ops
+
+
+def run_rounds(
+    variants: dict[str, Callable[[], int]],
+    rounds: int,
+    *,
+    slices: int = 1,
+    label: str = "",
+) -> dict[str, Samples]:
+    """Time every variant `slices` times per round, interleaved, rotating the order each slice.
+
+    A round's sample for a variant is its total time over its total operations; the best case is
+    the fastest slice. Interleaving in slices spreads a noisy neighbour across all variants.
+    """
+    names = list(variants)
+    results = {name: Samples() for name in names}
+    for r in range(rounds):
+        gc.collect()
+        totals = {name: [0.0, 0.0, 0] for name in names}
+        for s in range(slices):
+            k = (r * slices + s) % len(names)
+            for name in names[k:] + names[:k]:
+                wall, cpu, ops = timed(variants[name])
+                total = totals[name]
+                total[0] += wall
+                total[1] += cpu
+                total[2] += ops
+                results[name].slice_cpu.append(cpu / ops)
+        for name, (wall, cpu, ops) in totals.items():
+            results[name].wall.append(wall / ops)
+            results[name].cpu.append(cpu / ops)
+        if label:
+            console.print(f"  [dim]{label}: round {r + 1}/{rounds} done[/dim]")
+    return results
+
+
+def fmt_time(seconds: float) -> str:
+    if seconds >= 1:
+        return f"{seconds:.3f} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} µs"
+
+
+def rate_table(
+    title: str,
+    results: dict[str, Samples],
+    baseline: str,
+    *,
+    unit: str = "req",
+) -> Table:
+    """Medians per operation, operations per second, and ratios against `baseline`."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("variant")
+    table.add_column("median/op wall", justify="right")
+    table.add_column(f"{unit}/s wall", justify="right")
+    table.add_column("x base wall", justify="right")
+    table.add_column("median/op CPU", justify="right")
+    table.add_column("x base CPU", justify="right")
+    table.add_column("best/op CPU", justify="right")
+    table.add_column("x base best", justify="right")
+    base = results[baseline]
+    for name, s in results.items():
+        table.add_row(
+            name,
+            fmt_time(s.wall_median),
+            f"{1 / s.wall_median:,.0f}",
+            f"{s.wall_median / base.wall_median:.3f}",
+            fmt_time(s.cpu_median),
+            f"{s.cpu_median / base.cpu_median:.3f}",
+            fmt_time(s.cpu_best),
+            f"{s.cpu_best / base.cpu_best:.3f}",
+        )
+    return table
+
+
+def lmdb_sizes(store: Any) -> dict[str, int]:
+    """A store's data.mdb bytes, LMDB high-water bytes and live-page bytes.
+
+    High-water is (last_pgno + 1) x page size from `env.info()`; live pages are the branch, leaf
+    and overflow pages of the main database and every named one (`txn.stat`), without the free
+    list: the bytes that hold data now.
+    """
+    env = store.env
+    page = env.stat()["psize"]
+    main = env.stat()
+    pages = main["branch_pages"] + main["leaf_pages"] + main["overflow_pages"]
+    with store.read() as txn:
+        for name in store.stat()["entries"]:
+            db = store.db(name)
+            if db is not None:
+                s = txn.stat(db)
+                pages += s["branch_pages"] + s["leaf_pages"] + s["overflow_pages"]
+    return {
+        "file": (store.path / "data.mdb").stat().st_size,
+        "high_water": (env.info()["last_pgno"] + 1) * page,
+        "live": pages * page,
+    }
+
+
+def parser(description: str, rounds: int) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--rounds", type=int, default=rounds, help=f"timing rounds (default {rounds})")
+    p.add_argument("--keep", action="store_true", help="keep the temp dir of stores and cassettes")
+    return p
+
+
+def scratch_dir(name: str, *, keep: bool = False) -> Path:
+    """A temp dir for this run's stores and cassettes, removed at exit unless `keep`."""
+    path = Path(tempfile.mkdtemp(prefix=f"pyrula-bench-{name}-"))
+    if keep:
+        console.print(f"keeping {path}")
+    else:
+        atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
+
+
+def header(name: str, rounds: int, **extra: Any) -> None:
+    import httpx2
+    import lmdb
+    import vcr
+
+    import pyrula
+
+    console.rule(f"[bold]{name}")
+    facts = {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "pyrula": pyrula.__version__,
+        "openai": openai.__version__,
+        "httpx": httpx.__version__,
+        "httpx2": httpx2.__version__,
+        "vcrpy": vcr.__version__,
+        "lmdb": lmdb.__version__,
+        "rounds": rounds,
+        **extra,
+    }
+    console.print(", ".join(f"{k} {v}" for k, v in facts.items()))

@@ -1,0 +1,181 @@
+"""Replay throughput: one recorded chat completion replayed 1,000 times through the openai SDK.
+
+Variants (all on the httpx stack, `openai.OpenAI(http_client=httpx.Client(transport=...))`):
+
+* floor: the SDK over a bare `httpx.MockTransport` returning the same JSON (no recorder at all);
+* pyrula, cassette blocks (mode "none") that each make the same call `--block` (100) times.
+  Identical requests are keyed by occurrence, so setup records the call `--block` times (mode
+  "all"); each replay is one LMDB lookup of its own occurrence. This is the primary row: one
+  recorded exchange per call, replayed, with the block's enter/exit amortised;
+* pyrula, one cassette block per call replaying a single recording (adds the cassette's
+  enter/exit per call: a prefix probe of the store and raising/lowering the network guard);
+* vcrpy `use_cassette(record_mode="none", allow_playback_repeats=True)` replaying one interaction
+  recorded in this run (vcrpy patches `httpx.MockTransport.handle_request`), with its default
+  matching (method + URL) and matching on the body too (pyrula always compares the body).
+
+Each round makes `--calls` (1,000) calls per variant, in slices of `--block` calls interleaved
+across the variants; the vcrpy cassette is entered once per slice, like a pyrula block.
+
+Run: python benchmarks/bench_replay.py [--rounds 5] [--calls 1000] [--block 100] [--profile]
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import pstats
+from collections.abc import Callable
+from typing import Any
+
+import httpx
+import vcr
+from _common import (
+    MODEL,
+    completion_json,
+    console,
+    header,
+    json_response,
+    openai_client,
+    parser,
+    rate_table,
+    run_rounds,
+    scratch_dir,
+    text_of,
+)
+
+import pyrula
+
+TARGET = 1.15
+MESSAGES = [
+    {"role": "system", "content": "You are a terse assistant."},
+    {"role": "user", "content": "Ping? Answer in one short paragraph."},
+]
+REPLY = text_of(300, "Pong.")
+BODY = completion_json(REPLY)
+VCR_DEFAULT_MATCH = ("method", "scheme", "host", "port", "path", "query")
+VCR_BODY_MATCH = (*VCR_DEFAULT_MATCH, "body")
+
+
+def main() -> None:
+    args = parser(__doc__.splitlines()[0], rounds=5)
+    args.add_argument("--calls", type=int, default=1000, help="calls per variant per round")
+    args.add_argument("--block", type=int, default=100, help="calls per cassette block (slice)")
+    args.add_argument("--profile", action="store_true", help="cProfile pyrula's replay path")
+    opts = args.parse_args()
+    n, block = opts.calls, opts.block
+    slices = max(1, n // block)
+    header("bench_replay: replay one recorded chat completion", opts.rounds, calls=n, block=block)
+
+    upstream_calls = 0
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        nonlocal upstream_calls
+        upstream_calls += 1
+        return json_response(BODY)
+
+    floor_client = openai_client(httpx.MockTransport(provider))
+    pyrula_client = openai_client(pyrula.HttpxTransport(httpx.MockTransport(provider)))
+
+    def call(client: Any) -> str:
+        reply = client.chat.completions.create(model=MODEL, messages=MESSAGES)
+        return str(reply.choices[0].message.content)
+
+    tmp = scratch_dir("replay", keep=opts.keep)
+    store_path = tmp / "store"
+    cassette_path = str(tmp / "vcr.yaml")
+
+    # Setup records through the real recorders; fsync is off only to make setup quick.
+    with pyrula.Store(store_path, sync=False) as setup_store:
+        with pyrula.cassette("repeat", mode="all", store=setup_store):
+            for _ in range(block):
+                assert call(pyrula_client) == REPLY
+        with pyrula.cassette("single", mode="all", store=setup_store):
+            assert call(pyrula_client) == REPLY
+    with vcr.use_cassette(cassette_path, record_mode="all", filter_headers=["authorization"]):
+        assert call(floor_client) == REPLY
+    store = pyrula.Store(store_path)  # the default store, as a user opens it
+    entries = store.stat()["entries"]
+    console.print(f"setup: {upstream_calls} calls recorded; store entries {entries}")
+
+    def floor() -> int:
+        for _ in range(block):
+            call(floor_client)
+        return block
+
+    def pyrula_block() -> int:
+        with pyrula.cassette("repeat", mode="none", store=store) as cas:
+            for _ in range(block):
+                call(pyrula_client)
+        assert cas.stats.replayed == block
+        return block
+
+    def pyrula_call_blocks() -> int:
+        for _ in range(block):
+            with pyrula.cassette("single", mode="none", store=store):
+                call(pyrula_client)
+        return block
+
+    def vcr_replay(match_on: tuple[str, ...]) -> Callable[[], int]:
+        def run() -> int:
+            with vcr.use_cassette(
+                cassette_path, record_mode="none", allow_playback_repeats=True, match_on=match_on
+            ):
+                for _ in range(block):
+                    assert call(floor_client) == REPLY
+            return block
+
+        return run
+
+    floor_name = "floor: bare MockTransport"
+    main_name = f"pyrula: blocks of {block} calls"
+    vcr_name = "vcrpy: repeats, method+URL"
+    variants = {
+        floor_name: floor,
+        main_name: pyrula_block,
+        "pyrula: 1 block per call": pyrula_call_blocks,
+        vcr_name: vcr_replay(VCR_DEFAULT_MATCH),
+        "vcrpy: repeats, + body": vcr_replay(VCR_BODY_MATCH),
+    }
+    for fn in variants.values():  # warm imports, caches and the store's pages
+        fn()
+    before = upstream_calls
+    results = run_rounds(variants, opts.rounds, slices=slices, label="replay")
+    floor_upstream = (opts.rounds * slices) * block
+    replay_leaks = upstream_calls - before - floor_upstream
+
+    console.print(
+        rate_table(f"{n:,} replays of one chat completion per round (sync openai SDK)", results,
+                   floor_name)
+    )
+    base, row, vrow = results[floor_name], results[main_name], results[vcr_name]
+    cpu_ratio = row.cpu_median / base.cpu_median
+    console.print(
+        f"pyrula/floor = {row.wall_median / base.wall_median:.3f} wall, {cpu_ratio:.3f} CPU, "
+        f"{row.cpu_best / base.cpu_best:.3f} best; "
+        f"vcr/floor = {vrow.wall_median / base.wall_median:.3f} wall, "
+        f"{vrow.cpu_median / base.cpu_median:.3f} CPU, {vrow.cpu_best / base.cpu_best:.3f} best"
+    )
+    console.print(
+        f"pyrula adds {(row.cpu_median - base.cpu_median) * 1e6:.0f} µs CPU per replayed call "
+        f"(median; best slices: {(row.cpu_best - base.cpu_best) * 1e6:.0f} µs)"
+    )
+    verdict = "MET" if cpu_ratio <= TARGET else "MISSED"
+    console.print(f"target pyrula ≤ {TARGET}x floor (median CPU): [bold]{verdict}[/bold]")
+    console.print(f"upstream calls made by the replaying variants (must be 0): {replay_leaks}")
+
+    if opts.profile:
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(slices):
+            pyrula_block()
+        profile.disable()
+        out = io.StringIO()
+        stats = pstats.Stats(profile, stream=out)
+        stats.sort_stats("cumulative").print_stats(r"pyrula/|fingerprints/", 30)
+        print(out.getvalue())
+
+    store.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""Drop-in provider clients whose calls are journaled inside a run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyrula.agents.compat import openai as _openai
+from pyrula.agents.compat.openai import (
+    AsyncAzureOpenAI,
+    AsyncOpenAI,
+    AzureOpenAI,
+    OpenAI,
+    journaled,
+)
+
+__all__ = [
+    "AsyncAzureOpenAI",
+    "AsyncBedrockOpenAI",
+    "AsyncOpenAI",
+    "AzureOpenAI",
+    "BedrockOpenAI",
+    "OpenAI",
+    "journaled",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("BedrockOpenAI", "AsyncBedrockOpenAI"):
+        return getattr(_openai, name)  # an ImportError naming the release when openai lacks it
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

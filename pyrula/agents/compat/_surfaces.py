@@ -1,0 +1,171 @@
+"""The OpenAI drop-in's surface table, as data: what a run journals, passes through or refuses.
+
+Read it against the spec's table row by row. A dotted path is what the caller writes after
+`client.` (`chat.completions.create`); the longest row that is a prefix of the called path
+decides. A path no row covers takes the verdict its nearest parent in `UNLISTED` gives: new
+methods under the generation resources are refused until they are classified here, anything
+else new counts as one more non-generation surface.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Verdict(Enum):
+    JOURNALED = "journaled"
+    PASSED_THROUGH = "passed through"
+    REFUSED = "refused"
+
+
+J, P, R = Verdict.JOURNALED, Verdict.PASSED_THROUGH, Verdict.REFUSED
+
+_USE_CREATE = "use `create(...)` or its `parse` / `stream` helpers instead"
+
+
+@dataclass(frozen=True, slots=True)
+class Surface:
+    path: str
+    verdict: Verdict
+    fix: str = ""
+
+
+SURFACES: tuple[Surface, ...] = (
+    # -- journaled: the generation calls and the SDK helpers built on them ---------------------
+    Surface("chat.completions.create", J),
+    Surface("chat.completions.parse", J),
+    Surface("chat.completions.stream", J),
+    Surface("responses.create", J),
+    Surface("responses.parse", J),
+    Surface("responses.stream", J),  # but see `response_id=` in REFUSED_ARGUMENTS
+    # -- passed through unjournaled: non-generation surfaces ------------------------------------
+    Surface("embeddings", P),
+    Surface("files", P),
+    Surface("models", P),
+    Surface("responses.delete", P),
+    Surface("responses.input_items", P),
+    Surface("responses.input_tokens", P),
+    Surface("beta.assistants", P),
+    # stored chat completions: reads and metadata edits, nothing is generated
+    Surface("chat.completions.list", P),
+    Surface("chat.completions.retrieve", P),
+    Surface("chat.completions.update", P),
+    Surface("chat.completions.delete", P),
+    Surface("chat.completions.messages", P),
+    # -- refused: each would call the provider live again on every replay ---------------------
+    Surface("completions", R, "use `chat.completions.create` or `responses.create`"),
+    Surface("audio", R, "call it inside `ctx.step` or a `@tool`, whose result is journaled"),
+    Surface("images", R, "call it inside `ctx.step` or a `@tool`, whose result is journaled"),
+    Surface("videos", R, "call it inside `ctx.step` or a `@tool`, whose result is journaled"),
+    Surface("realtime", R, "use `chat.completions.create` or `responses.create`"),
+    Surface("beta.chat", R, "`beta.chat.completions.parse` is `chat.completions.parse`"),
+    Surface("beta.realtime", R, "use `chat.completions.create` or `responses.create`"),
+    Surface("beta.threads", R, "use `responses.create` (chain with `previous_response_id`)"),
+    Surface("responses.retrieve", R, "keep the `Response` that `responses.create` returned"),
+    Surface("responses.cancel", R, "do not start background responses inside a run"),
+    Surface("responses.compact", R, "send the input you want with `responses.create`"),
+    Surface("responses.connect", R, "use `responses.create(stream=True)`"),
+    Surface("with_raw_response", R, _USE_CREATE),
+    Surface("with_streaming_response", R, _USE_CREATE),
+    Surface("chat.with_raw_response", R, _USE_CREATE),
+    Surface("chat.with_streaming_response", R, _USE_CREATE),
+    Surface("chat.completions.with_raw_response", R, _USE_CREATE),
+    Surface("chat.completions.with_streaming_response", R, _USE_CREATE),
+    Surface("responses.with_raw_response", R, _USE_CREATE),
+    Surface("responses.with_streaming_response", R, _USE_CREATE),
+    Surface("beta.with_raw_response", R, _USE_CREATE),
+    Surface("beta.with_streaming_response", R, _USE_CREATE),
+)
+
+_UNCLASSIFIED = (
+    "this openai release has it but the drop-in has not classified it yet; use "
+    "`chat.completions.create` or `responses.create`"
+)
+
+# The verdict for a path no row covers, by its nearest listed parent ("" is the client).
+UNLISTED: dict[str, Surface] = {
+    "": Surface("", P),
+    "beta": Surface("beta", P),
+    "chat": Surface("chat", R, _UNCLASSIFIED),
+    "chat.completions": Surface("chat.completions", R, _UNCLASSIFIED),
+    "responses": Surface("responses", R, _UNCLASSIFIED),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RefusedArgument:
+    """An argument that makes an otherwise journaled call unjournalable."""
+
+    surfaces: tuple[str, ...]
+    argument: str
+    refused_when: str  # "true": the value is True; "given": any value other than None
+    fix: str
+
+
+_RESPONSES = ("responses.create", "responses.parse", "responses.stream")
+
+REFUSED_ARGUMENTS: tuple[RefusedArgument, ...] = (
+    RefusedArgument(
+        _RESPONSES, "background", "true", "run the call in the foreground (drop `background=True`)"
+    ),
+    RefusedArgument(
+        _RESPONSES,
+        "conversation",
+        "given",
+        "a conversation is mutable server state; chain with `previous_response_id` or send the "
+        "full `input`",
+    ),
+    RefusedArgument(
+        ("responses.stream",),
+        "response_id",
+        "given",
+        "it re-reads stored server state; start the stream with `input=` instead",
+    ),
+    RefusedArgument(
+        ("responses.stream",),
+        "starting_after",
+        "given",
+        "it re-reads stored server state; start the stream with `input=` instead",
+    ),
+)
+
+# `tools=` on these surfaces: types OpenAI's servers do not run with side effects.
+TOOL_SURFACES: tuple[str, ...] = _RESPONSES
+ALLOWED_TOOL_TYPES: frozenset[str] = frozenset(
+    {
+        "function",
+        "custom",
+        "computer",
+        "local_shell",
+        "apply_patch",
+        "shell",
+        "file_search",
+        "tool_search",
+    }
+)
+ALLOWED_TOOL_PREFIXES: tuple[str, ...] = ("web_search",)
+# A `shell` tool is allowed only without an environment or with one of these types.
+LOCAL_SHELL_ENVIRONMENTS: frozenset[str] = frozenset({"local"})
+TOOL_FIX = (
+    "OpenAI's servers run it with side effects a replay cannot undo; call the model inside "
+    "`ctx.step` or a `@tool` (the unit's result is journaled), or leave the tool out"
+)
+
+
+def classify(path: str) -> Surface:
+    """The row that decides `path`: the longest listed prefix, else its parent's default."""
+    parts = path.split(".")
+    rows = _BY_PATH
+    for end in range(len(parts), 0, -1):
+        row = rows.get(".".join(parts[:end]))
+        if row is not None:
+            return row
+    for end in range(len(parts) - 1, -1, -1):
+        default = UNLISTED.get(".".join(parts[:end]))
+        if default is not None:
+            return default
+    return UNLISTED[""]
+
+
+_BY_PATH: dict[str, Surface] = {row.path: row for row in SURFACES}
