@@ -40,7 +40,8 @@ class RequestParts:
 
     method: str
     url: str
-    headers: Mapping[str, str]  # lower-cased names
+    # Lower-case names, or a case-insensitive mapping such as httpx's own `Headers`.
+    headers: Mapping[str, str]
     body: bytes
 
     def json(self) -> Any:

@@ -20,9 +20,9 @@ from pyrula.transport.core import JournalCore, Live, Recording, Replay, Session
 _REPLAY_EXTENSIONS = {"http_version": b"HTTP/1.1", "reason_phrase": b""}
 
 
-def _request_parts(request: Any) -> tuple[str, str, dict[str, str], bytes]:
-    headers = {k.lower(): v for k, v in request.headers.items()}
-    return request.method, str(request.url), headers, request.content
+def _request_parts(request: Any) -> tuple[str, str, Any, bytes]:
+    # The stack's own Headers: already a case-insensitive mapping, so no copy per request.
+    return request.method, str(request.url), request.headers, request.content
 
 
 def _stream_classes(lib: ModuleType) -> tuple[type, type, type, type]:

@@ -8,7 +8,7 @@ does the framing, teeing and committing that every session needs.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
@@ -132,9 +132,12 @@ class Recording:
         self.finished = True
 
     def abandon(self) -> None:
-        """The caller stopped reading: what was committed stays, nothing else is recorded."""
+        """The caller stopped reading. A reply already complete keeps what arrived after its
+        terminal frame (a usage chunk the SDK did not read to); an unfinished one is dropped."""
         if not self.finished and not self._committed_frames:
             self._abandoned()
+        elif not self.finished and len(self._frames) > self._committed_frames:
+            self._commit()
         self.finished = True
         self._frames = []
 
@@ -172,7 +175,7 @@ class JournalCore:
         session: Session,
         method: str,
         url: str,
-        headers: dict[str, str],
+        headers: Mapping[str, str],
         body: bytes,
         *,
         blocking: bool,

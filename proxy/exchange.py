@@ -1,0 +1,418 @@
+"""One exchange through the proxy: check, route, plan, then replay or forward (teeing the reply).
+
+Planning is the in-process transports' own: `Sessions` hands the request to a `Cassette`, which
+answers `Replay` (the recorded status, headers and frames) or `Live` (send it; record through
+`on_complete` when set). A live reply reaches the client chunk by chunk as the provider sends it,
+while a `Recording` collects the same chunks and commits them at the provider's terminal frame.
+"""
+
+from __future__ import annotations
+
+import hmac
+import itertools
+import time
+from collections.abc import Callable, Iterator
+
+import anyio
+import anyio.to_thread
+import httpx
+from pyrula.fingerprints import Canonical, RequestParts
+
+from pyrula.errors import PyrulaError, ReplayMiss
+from pyrula.journal.recorder import Reply
+from pyrula.transport.core import Live, Recording, Replay
+
+from . import answers, headers
+from .answers import Answer
+from .config import CASSETTE_RULE, ProxyConfig, valid_cassette
+from .log import (
+    ABANDONED,
+    CONTROL,
+    FAILED,
+    HIT,
+    LIVE,
+    MISS,
+    RECORDED,
+    REFUSED,
+    UNRECORDED,
+    Outcome,
+    log_exchange,
+    logger,
+)
+from .routes import CONTROL_PREFIX, RouteTable, Target
+from .sessions import Sessions
+from .upstream import TIMEOUTS, UPSTREAM_ERRORS, Upstream
+from .wire import ClientGone, Incoming, ServerConnection
+
+# A recorded plain body up to this size is replayed with a Content-Length; larger, or a stream,
+# goes out chunked as its frames come off the store.
+_WHOLE_BODY_MAX = 1 << 20
+# Replayed frames are gathered into writes of about this size: one syscall per page, not per frame.
+_WRITE_BATCH = 64 * 1024
+
+MISS_HINT = (
+    "pyrula proxy: run the proxy with --mode auto to record requests it has not seen, or "
+    "POST /_pyrula/reset to count repeated identical requests from the first one again."
+)
+
+
+class Handler:
+    """Serves requests for one proxy; shared by all its connections."""
+
+    def __init__(
+        self,
+        config: ProxyConfig,
+        routes: RouteTable,
+        sessions: Sessions,
+        upstream: Upstream | None,
+        *,
+        draining: Callable[[], bool],
+    ) -> None:
+        self._config = config
+        self._routes = routes
+        self._sessions = sessions
+        self._upstream = upstream
+        self._draining = draining
+        self._token = config.token.encode() if config.token else None
+        store = sessions.store
+        self._record_cap = store.max_record_bytes if store is not None else 0
+
+    async def handle(self, request: Incoming, conn: ServerConnection) -> bool:
+        """Serve one request; True if the connection may take another."""
+        started = time.perf_counter()
+        outcome = Outcome(REFUSED, 0, request.method, _path(request.target))
+        close = self._draining()
+        try:
+            answer = await self._serve(request, conn, outcome, close)
+            if answer is not None:
+                outcome.status = answer.status
+                await conn.answer(
+                    answer.status, answer.all_headers(), answer.body, close=close or answer.close
+                )
+        except ClientGone:
+            if outcome.kind not in (RECORDED, UNRECORDED):
+                outcome.kind = ABANDONED
+            outcome.detail = outcome.detail or "the client closed the connection"
+            return False
+        except Exception as exc:  # a bug or a damaged store must cost one request, not the server
+            logger.exception("pyrula proxy: %s %s failed", request.method, outcome.path)
+            outcome.kind, outcome.detail = FAILED, f"{type(exc).__name__}: {exc}"
+            if not conn.can_answer:
+                return False  # the reply was under way: cutting the connection is all that's left
+            answer = answers.internal(exc)
+            outcome.status = answer.status
+            await conn.answer(answer.status, answer.all_headers(), answer.body, close=True)
+            return False
+        finally:
+            outcome.ms = (time.perf_counter() - started) * 1000
+            log_exchange(outcome)
+        return conn.next_cycle()
+
+    # -- deciding ----------------------------------------------------------------------------------
+
+    async def _serve(
+        self, request: Incoming, conn: ServerConnection, outcome: Outcome, close: bool
+    ) -> Answer | None:
+        if self._token is not None and not self._authorized(request.headers):
+            return answers.unauthorized()
+        if request.target.startswith(CONTROL_PREFIX):
+            outcome.kind = CONTROL
+            return self._control(request)
+        if not request.target.startswith(b"/"):
+            return answers.error(
+                400,
+                "bad_request",
+                "pyrula proxy is not an HTTP forward proxy: set the client's base URL to "
+                "http://HOST:PORT/<provider> instead of configuring it as a proxy",
+            )
+        namespace = self._namespace(request.headers)
+        if namespace is None:
+            return answers.error(400, "bad_request", f"x-pyrula-cassette: {CASSETTE_RULE}")
+        target = self._routes.resolve(request.target)
+        if target is None:
+            return answers.no_route(outcome.path, [p for p, _ in self._routes.describe()])
+        outcome.provider, outcome.path = target.provider, target.path
+        if self._sessions.mode is not None:
+            outcome.namespace = namespace
+        forwarded = headers.upstream_request(request.headers)
+        if self._sessions.mode is not None:
+            forwarded = headers.decodable_encodings(forwarded)
+        parts = RequestParts(request.method, target.url, headers.joined(forwarded), request.body)
+        try:
+            plan, canonical = self._sessions.plan(namespace, parts)
+        except ReplayMiss as miss:
+            outcome.kind = MISS
+            outcome.detail = f"nearest {miss.nearest[:12]}" if miss.nearest else "nothing close"
+            return answers.replay_miss(miss, MISS_HINT)
+        if isinstance(plan, Replay):
+            outcome.kind, outcome.status = HIT, plan.status
+            await self._replay(conn, plan, close)
+            return None
+        if self._upstream is None:  # replay mode never builds a client; a Live plan is a bug
+            raise PyrulaError("replay mode planned a live call")
+        await self._forward(conn, request, target, forwarded, plan, canonical, close, outcome)
+        return None
+
+    def _authorized(self, raw: headers.RawHeaders) -> bool:
+        assert self._token is not None
+        presented = headers.first(raw, b"proxy-authorization")
+        if presented is not None:
+            scheme, _, value = presented.strip().partition(b" ")
+            presented = value.strip() if scheme.lower() == b"bearer" else None
+        else:
+            presented = headers.first(raw, headers.TOKEN_HEADER)
+        return presented is not None and hmac.compare_digest(presented, self._token)
+
+    def _namespace(self, raw: headers.RawHeaders) -> str | None:
+        value = headers.first(raw, headers.CASSETTE_HEADER)
+        if value is None:
+            return self._config.cassette
+        name = headers.text(value).strip()
+        return name if valid_cassette(name) else None
+
+    def _control(self, request: Incoming) -> Answer:
+        path = _path(request.target)
+        if path == "/_pyrula/health" and request.method in ("GET", "HEAD"):
+            return answers.ok(
+                {
+                    "status": "ok",
+                    "mode": self._config.mode,
+                    "cassette": self._config.cassette,
+                    "store": str(self._config.store.resolve()) if self._config.journaled else None,
+                    "routes": dict(self._routes.describe()),
+                    "draining": self._draining(),
+                }
+            )
+        if path == "/_pyrula/reset" and request.method == "POST":
+            raw = headers.first(request.headers, headers.CASSETTE_HEADER)
+            namespace = headers.text(raw).strip() if raw is not None else None
+            return answers.ok({"reset": self._sessions.reset(namespace)})
+        return answers.error(
+            404,
+            "no_route",
+            f"pyrula proxy has no endpoint {request.method} {path}; it has "
+            "GET /_pyrula/health and POST /_pyrula/reset",
+        )
+
+    # -- replaying ---------------------------------------------------------------------------------
+
+    async def _replay(self, conn: ServerConnection, plan: Replay, close: bool) -> None:
+        head = headers.encode(plan.headers)
+        frames: Iterator[bytes] = iter(plan.frames)
+        content_type = headers.first([(k.lower(), v) for k, v in head], b"content-type") or b""
+        if b"event-stream" not in content_type:
+            # A plain body is sent whole with its length when it is small (it nearly always is).
+            gathered: list[bytes] = []
+            size = 0
+            for frame in frames:
+                gathered.append(frame)
+                size += len(frame)
+                if size > _WHOLE_BODY_MAX:
+                    break
+            else:
+                body = b"".join(gathered)
+                length = (b"content-length", str(len(body)).encode())
+                await conn.answer(plan.status, [*head, length], body, close=close)
+                return
+            frames = itertools.chain(gathered, frames)
+        # Every recorded frame is at hand, so they go out a batch (about a store page) per write
+        # and per chunk; the client's parser sees the same bytes, in fewer pieces.
+        await conn.send(conn.encode_head(plan.status, head, close=close))
+        batch = bytearray()
+        for frame in frames:
+            batch += frame
+            if len(batch) >= _WRITE_BATCH:
+                await conn.send(conn.encode(bytes(batch)))
+                batch.clear()
+        await conn.send(conn.encode(bytes(batch)) + conn.encode_end())
+
+    # -- forwarding --------------------------------------------------------------------------------
+
+    async def _forward(
+        self,
+        conn: ServerConnection,
+        request: Incoming,
+        target: Target,
+        forwarded: headers.RawHeaders,
+        plan: Live,
+        canonical: Canonical,
+        close: bool,
+        outcome: Outcome,
+    ) -> None:
+        assert self._upstream is not None
+        started = time.perf_counter()
+        try:
+            response = await self._upstream.open(
+                request.method, target.url, forwarded, request.body
+            )
+        except UPSTREAM_ERRORS as exc:
+            timeout = isinstance(exc, TIMEOUTS)
+            outcome.kind, outcome.detail = FAILED, f"{type(exc).__name__}: {exc}"
+            answer = answers.upstream_failed(target.url.split("?")[0], exc, timeout=timeout)
+            outcome.status = answer.status
+            await conn.answer(answer.status, answer.all_headers(), answer.body, close=close)
+            return
+        outcome.status = response.status_code
+        outcome.kind = LIVE
+        tee = _Tee(plan, canonical, response, started, self._record_cap)
+        cut: Exception | None = None
+        try:
+            # While the reply flows, a second task reads the client's side, so a client that
+            # hangs up is noticed at once, even while the provider is silent.
+            async with anyio.create_task_group() as group:
+                relay = _Relay(conn, response, tee, group.cancel_scope)
+                group.start_soon(conn.watch, relay.client_left)
+                try:
+                    await relay.run(close)
+                except UPSTREAM_ERRORS as exc:
+                    cut = exc  # kept out of the task group, which would wrap it in a group
+                group.cancel_scope.cancel()
+        finally:
+            tee.close()
+            with anyio.CancelScope(shield=True):
+                await response.aclose()
+            if tee.wanted:
+                outcome.kind = RECORDED if tee.committed else UNRECORDED
+                if not tee.committed:
+                    outcome.detail = tee.problem or "the reply never completed"
+        if cut is not None:
+            # The reply was under way: the client sees a cut connection, nothing is recorded.
+            outcome.kind, outcome.detail = FAILED, f"reply cut: {type(cut).__name__}: {cut}"
+            raise ClientGone(outcome.detail) from cut
+        if conn.gone:
+            outcome.kind = RECORDED if tee.committed else ABANDONED
+            raise ClientGone("the client closed the connection before the reply was whole")
+
+
+# After the client hangs up, a reply whose terminal frame was already recorded is read on for
+# this long, to keep what trails it (OpenAI's `data: [DONE]`) in the record.
+_TAIL_S = 2.0
+
+
+class _Relay:
+    """Copies an upstream reply to the client chunk by chunk, through the tee."""
+
+    def __init__(
+        self,
+        conn: ServerConnection,
+        response: httpx.Response,
+        tee: _Tee,
+        scope: anyio.CancelScope,
+    ) -> None:
+        self._conn = conn
+        self._response = response
+        self._tee = tee
+        self._scope = scope
+        self._length: int | None = None  # the body's declared length, when it has one
+        self._delivered = 0
+
+    def client_left(self) -> None:
+        """The client is gone. If it had the whole reply (its terminal frame, or every byte of a
+        counted body), finish the record and its tail briefly; else drop the recording now."""
+        whole = self._length is not None and self._delivered >= self._length
+        if self._tee.committed or whole:
+            self._scope.deadline = min(self._scope.deadline, anyio.current_time() + _TAIL_S)
+        else:
+            self._scope.cancel()
+
+    async def run(self, close: bool) -> None:
+        response = self._response
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and "transfer-encoding" not in response.headers:
+            self._length = int(declared)
+        head = headers.client_reply(response.headers.raw, keep_length=self._length is not None)
+        await self._send(self._conn.encode_head(response.status_code, head, close=close))
+        async for chunk in response.aiter_raw():
+            self._delivered += len(chunk)
+            await self._tee.feed(chunk)  # commits first if this chunk completes the reply
+            if self._length is not None and self._delivered >= self._length:
+                await self._tee.eof()  # a counted body is whole: on disk before the client has it
+            await self._send(self._conn.encode(chunk))
+        await self._tee.eof()
+        await self._send(self._conn.encode_end())
+
+    async def _send(self, data: bytes) -> None:
+        if self._conn.gone:
+            return
+        try:
+            await self._conn.send(data)
+        except ClientGone:
+            self.client_left()
+
+
+class _Tee:
+    """Feeds a live reply to a `Recording` and runs its commit on a worker thread.
+
+    The commit is one LMDB write transaction; running it off the event loop keeps an fsync from
+    stalling every other connection, and a thread is never abandoned mid-commit.
+    """
+
+    def __init__(
+        self,
+        plan: Live,
+        canonical: Canonical,
+        response: httpx.Response,
+        started: float,
+        cap: int,
+    ) -> None:
+        self._commit = plan.on_complete
+        self.wanted = plan.on_complete is not None
+        self._pending: list[Reply] = []
+        self._recording: Recording | None = None
+        if self._commit is not None:
+            self._recording = Recording(
+                canonical,
+                response.status_code,
+                list(response.headers.multi_items()),
+                self._pending.append,
+                started,
+            )
+        self._size = 0
+        self._cap = cap
+        self.committed = False
+        self.problem = ""
+
+    async def feed(self, chunk: bytes) -> None:
+        recording = self._recording
+        if recording is None or recording.finished:
+            return
+        self._size += len(chunk)
+        if self._cap and self._size > self._cap:
+            self.problem = f"reply is over the store's per-record cap of {self._cap:,} bytes"
+            recording.abandon()
+            return
+        recording.feed(chunk)
+        await self._flush()
+
+    async def eof(self) -> None:
+        if self._recording is not None:
+            self._recording.eof()
+            await self._flush()
+
+    async def _flush(self) -> None:
+        while self._pending:
+            reply = self._pending.pop(0)
+            try:
+                # Cancellation waits for the thread: a started commit always finishes.
+                await anyio.to_thread.run_sync(self._run_commit, reply)
+            except Exception as exc:  # the client still gets its reply; only the record is lost
+                if not isinstance(exc, PyrulaError):
+                    logger.exception("pyrula proxy: recording an exchange failed")
+                self.problem = (str(exc).splitlines() or [type(exc).__name__])[0]
+                assert self._recording is not None
+                self._recording.abandon()
+                return
+
+    def _run_commit(self, reply: Reply) -> None:
+        assert self._commit is not None
+        self._commit(reply)
+        self.committed = True
+
+    def close(self) -> None:
+        """The exchange is over: whatever was not committed is dropped."""
+        if self._recording is not None and not self._recording.finished:
+            self._recording.abandon()
+
+
+def _path(target: bytes) -> str:
+    return target.split(b"?", 1)[0].decode("latin-1")[:200]

@@ -1,0 +1,51 @@
+"""The proxy's side of the journal: one `Cassette` per namespace, kept for the proxy's life.
+
+The proxy plans every request exactly as the in-process transports do (same canonicalizers, same
+cassette keys, same occurrence counting), so what one records the other replays. A namespace is
+the cassette name: `--cassette NAME` by default, or the request's `x-pyrula-cassette` header.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from pyrula.fingerprints import Canonical, RequestParts, canonicalize
+
+from pyrula.cassette import Cassette, Mode
+from pyrula.journal.store import Store
+from pyrula.transport.core import Live, Plan
+
+
+class Sessions:
+    """Plans requests against the store; `mode` None forwards everything without journaling."""
+
+    def __init__(self, store: Store | None, mode: Mode | None) -> None:
+        self.store = store
+        self.mode = mode
+        self._cassettes: dict[str, Cassette] = {}
+        self._lock = threading.Lock()
+
+    def plan(self, namespace: str, parts: RequestParts) -> tuple[Plan, Canonical]:
+        """Replay, or go live (recording when `Live.on_complete` is set). May raise ReplayMiss."""
+        canonical = canonicalize(parts)
+        if self.mode is None:
+            return Live(None), canonical
+        return self.cassette(namespace).plan(parts, canonical), canonical
+
+    def cassette(self, namespace: str) -> Cassette:
+        found = self._cassettes.get(namespace)
+        if found is not None:
+            return found
+        assert self.mode is not None and self.store is not None
+        with self._lock:
+            return self._cassettes.setdefault(
+                namespace, Cassette(namespace, self.mode, store=self.store)
+            )
+
+    def reset(self, namespace: str | None = None) -> list[str]:
+        """Start counting identical requests from zero again (all namespaces, or one)."""
+        with self._lock:
+            names = list(self._cassettes) if namespace is None else [namespace]
+            for name in names:
+                self._cassettes.pop(name, None)
+        return names

@@ -1,0 +1,46 @@
+"""Sending a request on to the provider: httpx's async client, real TLS, replies streamed."""
+
+from __future__ import annotations
+
+import ssl
+from pathlib import Path
+
+import httpx
+
+from .config import Limits
+from .headers import RawHeaders
+
+
+class Upstream:
+    """A pooled HTTP/1.1 client for the providers. Never built in replay mode."""
+
+    def __init__(self, limits: Limits, *, ca_file: Path | None = None) -> None:
+        verify: ssl.SSLContext | bool = True
+        if ca_file is not None:
+            verify = ssl.create_default_context(cafile=str(ca_file))
+        self._client = httpx.AsyncClient(
+            verify=verify,
+            timeout=httpx.Timeout(
+                connect=limits.upstream_connect_timeout_s,
+                read=limits.upstream_read_timeout_s,
+                write=limits.upstream_read_timeout_s,
+                pool=limits.upstream_connect_timeout_s,
+            ),
+            limits=httpx.Limits(
+                max_connections=limits.max_connections, max_keepalive_connections=64
+            ),
+            follow_redirects=False,
+        )
+
+    async def open(self, method: str, url: str, headers: RawHeaders, body: bytes) -> httpx.Response:
+        """Send and return once the reply's head is in; its body is read by iterating it."""
+        request = httpx.Request(method, url, headers=headers, content=body)
+        return await self._client.send(request, stream=True)
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+
+# What a failed upstream call raises: transport errors and bad URLs alike become a 502/504.
+UPSTREAM_ERRORS = (httpx.HTTPError, httpx.InvalidURL, OSError)
+TIMEOUTS = (httpx.TimeoutException,)

@@ -1,0 +1,205 @@
+"""Each row of the OpenAI drop-in's surface table, held to what it promises inside a run."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pydantic
+import pytest
+
+from pyrula.agents import AgentContext, UnjournaledSurface, agent
+from pyrula.agents.compat._surfaces import SURFACES, classify
+from pyrula.agents.compat.openai import AsyncOpenAI
+from pyrula.runtime import answer
+from tests.compat.openai_stub import upstream
+from tests.providers import OPENAI_LIB
+from tests.runtime.helpers import drive, new_store, run_to_rest
+
+# The spec's table, typed out independently of `_surfaces.SURFACES`.
+EXPECTED = {
+    "chat.completions.create": "journaled",
+    "chat.completions.parse": "journaled",
+    "chat.completions.stream": "journaled",
+    "responses.create": "journaled",
+    "responses.parse": "journaled",
+    "responses.stream": "journaled",
+    "embeddings": "passed through",
+    "files": "passed through",
+    "models": "passed through",
+    "responses.delete": "passed through",
+    "responses.input_items": "passed through",
+    "responses.input_tokens": "passed through",
+    "beta.assistants": "passed through",
+    "chat.completions.list": "passed through",
+    "chat.completions.retrieve": "passed through",
+    "chat.completions.update": "passed through",
+    "chat.completions.delete": "passed through",
+    "chat.completions.messages": "passed through",
+    "completions": "refused",
+    "audio": "refused",
+    "images": "refused",
+    "videos": "refused",
+    "realtime": "refused",
+    "beta.chat": "refused",
+    "beta.realtime": "refused",
+    "beta.threads": "refused",
+    "responses.retrieve": "refused",
+    "responses.cancel": "refused",
+    "responses.compact": "refused",
+    "responses.connect": "refused",
+    "with_raw_response": "refused",
+    "with_streaming_response": "refused",
+    "chat.with_raw_response": "refused",
+    "chat.with_streaming_response": "refused",
+    "chat.completions.with_raw_response": "refused",
+    "chat.completions.with_streaming_response": "refused",
+    "responses.with_raw_response": "refused",
+    "responses.with_streaming_response": "refused",
+    "beta.with_raw_response": "refused",
+    "beta.with_streaming_response": "refused",
+}
+
+
+class Answer(pydantic.BaseModel):
+    answer: str
+
+
+_CHAT = {"model": "gpt-6-luna", "messages": [{"role": "user", "content": "Ping?"}]}
+_RESP = {"model": "gpt-6-luna", "input": "Ping?"}
+
+# A concrete call for each row: (the dotted call after `client.`, its keyword arguments).
+CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "chat.completions.create": ("chat.completions.create", _CHAT),
+    "chat.completions.parse": ("chat.completions.parse", {**_CHAT, "response_format": Answer}),
+    "chat.completions.stream": ("chat.completions.stream", _CHAT),
+    "responses.create": ("responses.create", _RESP),
+    "responses.parse": ("responses.parse", {**_RESP, "text_format": Answer}),
+    "responses.stream": ("responses.stream", _RESP),
+    "embeddings": ("embeddings.create", {"model": "text-embedding-3-small", "input": "x"}),
+    "files": ("files.list", {}),
+    "models": ("models.list", {}),
+    "responses.delete": ("responses.delete", {"response_id": "resp_1"}),
+    "responses.input_items": ("responses.input_items.list", {"response_id": "resp_1"}),
+    "responses.input_tokens": ("responses.input_tokens.count", _RESP),
+    "beta.assistants": ("beta.assistants.list", {}),
+    "chat.completions.list": ("chat.completions.list", {}),
+    "chat.completions.retrieve": ("chat.completions.retrieve", {"completion_id": "c1"}),
+    "chat.completions.update": (
+        "chat.completions.update",
+        {"completion_id": "c1", "metadata": {"k": "v"}},
+    ),
+    "chat.completions.delete": ("chat.completions.delete", {"completion_id": "c1"}),
+    "chat.completions.messages": ("chat.completions.messages.list", {"completion_id": "c1"}),
+    "completions": ("completions.create", {"model": "gpt-3.5-turbo-instruct", "prompt": "x"}),
+    "audio": ("audio.speech.create", {"model": "tts-1", "voice": "alloy", "input": "x"}),
+    "images": ("images.generate", {"prompt": "x"}),
+    "videos": ("videos.create", {"prompt": "x"}),
+    "realtime": ("realtime.client_secrets.create", {}),
+    "beta.chat": ("beta.chat.completions.parse", _CHAT),
+    "beta.realtime": ("beta.realtime.sessions.create", {}),
+    "beta.threads": ("beta.threads.create", {}),
+    "responses.retrieve": ("responses.retrieve", {"response_id": "resp_1"}),
+    "responses.cancel": ("responses.cancel", {"response_id": "resp_1"}),
+    "responses.compact": ("responses.compact", {"model": "gpt-6-luna"}),
+    "responses.connect": ("responses.connect", {}),
+    "with_raw_response": ("with_raw_response.chat.completions.create", _CHAT),
+    "with_streaming_response": ("with_streaming_response.responses.create", _RESP),
+    "chat.with_raw_response": ("chat.with_raw_response.completions.create", _CHAT),
+    "chat.with_streaming_response": ("chat.with_streaming_response.completions.create", _CHAT),
+    "chat.completions.with_raw_response": ("chat.completions.with_raw_response.create", _CHAT),
+    "chat.completions.with_streaming_response": (
+        "chat.completions.with_streaming_response.create",
+        _CHAT,
+    ),
+    "responses.with_raw_response": ("responses.with_raw_response.create", _RESP),
+    "responses.with_streaming_response": ("responses.with_streaming_response.create", _RESP),
+    "beta.with_raw_response": ("beta.with_raw_response.assistants.list", {}),
+    "beta.with_streaming_response": ("beta.with_streaming_response.assistants.list", {}),
+}
+
+ROWS = sorted(set(EXPECTED) | {row.path for row in SURFACES})
+
+
+def make_client(stub: Any) -> AsyncOpenAI:
+    return AsyncOpenAI(
+        api_key="sk-unused",
+        base_url="http://openai.test/v1",
+        http_client=OPENAI_LIB.AsyncClient(transport=stub.transport()),
+        max_retries=0,
+    )
+
+
+async def invoke(client: Any, call: str, kwargs: dict[str, Any]) -> Any:
+    target = client
+    for name in call.split("."):
+        target = getattr(target, name)
+    result = target(**kwargs)
+    if hasattr(result, "__aenter__") and call.endswith(".stream"):
+        async with result as stream:
+            return [event async for event in stream]
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def park_and_resume(body: Callable[[AgentContext], Awaitable[Any]], name: str) -> Any:
+    """Run `body`, park the run on an interrupt, answer it, and drive the resumed attempt."""
+
+    @agent(name=name)
+    async def parked(ctx: AgentContext) -> Any:
+        await body(ctx)
+        await ctx.interrupt("go on?")
+        return "done"
+
+    store = new_store()
+    handle = run_to_rest(parked, store=store)
+    assert handle.record.status == "parked"
+    answer(handle.id, "yes", store=store)
+    drive(store)
+    assert handle.record.status == "completed", handle.events()[-1].payload
+    return handle
+
+
+def test_the_table_is_the_spec_table():
+    assert {row.path: row.verdict.value for row in SURFACES} == EXPECTED
+    assert set(CALLS) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("path", ROWS)
+def test_surface_row_in_a_run(path):
+    verdict = EXPECTED[path]
+    assert classify(path).verdict.value == verdict
+    call, kwargs = CALLS[path]
+    stub = upstream()
+    if verdict == "refused":
+        caught: list[BaseException] = []
+
+        @agent(name=f"compat_refused_{path}")
+        async def refused(ctx: AgentContext) -> None:
+            try:
+                await invoke(make_client(stub), call, kwargs)
+            except UnjournaledSurface as exc:
+                caught.append(exc)
+
+        run_to_rest(refused)
+        assert stub.seen == [] and len(caught) == 1
+        assert f"`{call}`" in str(caught[0]) or f"`{path}" in str(caught[0])
+        return
+
+    async def body(ctx: AgentContext) -> None:
+        client = make_client(stub)
+        await invoke(client, call, kwargs)
+        # The next journaled call shows whether the one above took a journal position.
+        await client.chat.completions.create(**{**_CHAT, "model": "gpt-after"})
+
+    handle = park_and_resume(body, f"compat_row_{path}")
+    done = [e.payload for e in handle.events() if e.type == "llm:done"]
+    if verdict == "journaled":
+        assert len(stub.seen) == 2, stub.seen  # both calls once; the resume sent nothing
+        assert [d["position"] for d in done] == ["main/llm0", "main/llm1"]
+    else:
+        assert len(stub.seen) == 3, stub.seen  # the passthrough ran again on resume
+        assert stub.seen[0] == stub.seen[2] and stub.seen[1] == "POST /chat/completions"
+        assert [d["position"] for d in done] == ["main/llm0"]
