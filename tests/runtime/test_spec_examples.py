@@ -1,4 +1,4 @@
-"""The spec's two runnable examples, unchanged but for the stack the installed SDK uses."""
+"""A raw SDK client (not the drop-in) given Pyrula's transport journals inside an agent too."""
 
 from __future__ import annotations
 
@@ -9,56 +9,24 @@ import openai
 
 from pyrula.agents import AgentContext, agent
 from pyrula.agents.testing.runner import AgentRunner
-from tests.providers import OPENAI_LIB
+from tests.compat.openai_stub import response_body
+from tests.providers import OPENAI_LIB, journal_transport
 
-httpx = OPENAI_LIB  # the examples say `httpx`; openai 3.x runs on httpx2, whose API is the same
 
-
-def test_responses_ping():
+def test_a_raw_sdk_client_on_the_transport_is_journaled_and_metered():
     provider_calls = []
 
     def provider(request):
         provider_calls.append(json.loads(request.content))
-        return httpx.Response(
-            200,
-            json={
-                "id": "resp_1",
-                "object": "response",
-                "created_at": 0,
-                "model": "gpt-6-luna",
-                "status": "completed",
-                "parallel_tool_calls": True,
-                "tool_choice": "auto",
-                "tools": [],
-                "output": [
-                    {
-                        "id": "msg_1",
-                        "type": "message",
-                        "role": "assistant",
-                        "status": "completed",
-                        "content": [{"type": "output_text", "text": "Pong.", "annotations": []}],
-                    }
-                ],
-                "usage": {
-                    "input_tokens": 9,
-                    "input_tokens_details": {"cached_tokens": 0},
-                    "output_tokens": 2,
-                    "output_tokens_details": {"reasoning_tokens": 0},
-                    "total_tokens": 11,
-                },
-            },
-        )
+        return OPENAI_LIB.Response(200, json=response_body("Pong."))
 
-    from pyrula.transport import AsyncHttpx2Transport, AsyncHttpxTransport
-
-    journal = AsyncHttpx2Transport if httpx.__name__ == "httpx2" else AsyncHttpxTransport
-
-    @agent(name="responses_ping")
+    @agent(name="raw_responses_ping")
     async def ping(ctx: AgentContext) -> str:
+        transport = journal_transport(OPENAI_LIB, OPENAI_LIB.MockTransport(provider), is_async=True)
         client = openai.AsyncOpenAI(
             api_key="unused",
             base_url="http://openai.test/v1",
-            http_client=httpx.AsyncClient(transport=journal(httpx.MockTransport(provider))),
+            http_client=OPENAI_LIB.AsyncClient(transport=transport),
         )
         response = await client.responses.create(model="gpt-6-luna", input="Ping?")
         return response.output_text
