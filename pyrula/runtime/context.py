@@ -252,7 +252,13 @@ class WorkflowContext:
         parent_close: str = "cancel",
         **kwargs: Any,
     ) -> Any:
-        """Start `workflow` as a child run (once) and wait for its result."""
+        """Start `workflow` as a child run (once) and wait for its result.
+
+        If this run ends while the child is still running, `parent_close` decides the child's
+        fate: "cancel" (the default), "terminate" or "abandon".
+        """
+        if parent_close not in ("cancel", "terminate", "abandon"):
+            raise ValueError("parent_close must be 'cancel', 'terminate' or 'abandon'")
         from pyrula.runtime.client import child_result, submit_child
 
         attempt = self._attempt

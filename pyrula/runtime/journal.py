@@ -332,6 +332,25 @@ class RunJournal:
 
         return self.store.write(write)
 
+    def terminate(self, run_id: str) -> RunRecord:
+        """End a run now, as cancelled, whoever runs it: removing its lease fences the attempt
+        still executing out of every further write."""
+
+        def write(txn: lmdb.Transaction) -> RunRecord:
+            run = self._record(txn, run_id)
+            if run.status in TERMINAL:
+                return run
+            self.append_in(txn, run_id, "run:cancelled", {"terminated": True})
+            run.status, run.lease, run.cancel_requested = CANCELLED, None, True
+            run.updated_at = time.time()
+            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(_cancel_key(run_id), b"1", db=self._flags)
+            txn.delete(_lease_key(run_id), db=self._flags)
+            txn.delete(run_id.encode(), db=self._queue)
+            return run
+
+        return self.store.write(write)
+
     def cancel_requested(self, run_id: str) -> bool:
         with self.store.read() as txn:
             return txn.get(_cancel_key(run_id), db=self._flags) is not None

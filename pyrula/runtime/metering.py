@@ -105,6 +105,7 @@ def usage_from_reply(surface: str, body: bytes, streamed: bool) -> Usage:
 _PREFIX = re.compile(r"^(?:[a-z]{2}\.)?(?:openai|anthropic|google|meta|amazon)[./]")
 _SUFFIXES = (
     re.compile(r"-v\d+(?::\d+)?$"),  # Bedrock version tags
+    re.compile(r"-\d+:\d+$"),  # Bedrock's OpenAI ids (openai.gpt-oss-120b-1:0)
     re.compile(r"@\d{8}$"),  # Vertex dates
     re.compile(r"-\d{4}-\d{2}-\d{2}$"),  # OpenAI snapshot dates
     re.compile(r"-\d{8}$"),  # Anthropic snapshot dates

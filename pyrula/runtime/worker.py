@@ -22,6 +22,7 @@ from pyrula.errors import (
     DurableInvocationCancelled,
     ReplayInputChanged,
     RunAttemptEnded,
+    RunNotFound,
     WorkflowNotRegistered,
 )
 from pyrula.journal.store import Store, open_store
@@ -195,11 +196,15 @@ class Worker:
                 await beat
 
     def _close_children(self, attempt: Attempt) -> None:
-        """Apply each uncollected child's parent_close policy before the parent's terminal."""
+        """Apply each uncollected child's parent_close policy before the parent's terminal:
+        `cancel` asks it to stop at its next boundary, `terminate` ends it at once, `abandon`
+        leaves it running. A crash in between is repaired when the parent's replay ends again."""
         for child_id, policy in attempt.open_children.items():
-            if policy == "cancel":
-                with contextlib.suppress(Exception):
+            with contextlib.suppress(RunNotFound):
+                if policy == "cancel":
                     self.journal.request_cancel(child_id)
+                elif policy == "terminate":
+                    self.journal.terminate(child_id)
 
     async def _heartbeat(self, run_id: str, lease: Lease, task: asyncio.Future[Any]) -> None:
         while True:

@@ -1,0 +1,67 @@
+"""A child run still open when its parent ends is closed by its parent_close policy."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from pyrula.runtime import RunJournal, Worker, cancel, submit
+from pyrula.workflows import WorkflowContext, workflow
+from tests.runtime.helpers import new_store
+
+
+@workflow(name="waits_forever")
+async def waits_forever(ctx: WorkflowContext) -> str:
+    return str(await ctx.wait_signal("never"))
+
+
+@workflow(name="parent_of_waiter")
+async def parent_of_waiter(ctx: WorkflowContext, policy: str) -> str:
+    return str(await ctx.run_child(waits_forever, parent_close=policy))
+
+
+async def _run_until_parent_waits(store, policy):
+    handle = submit(parent_of_waiter, policy, store=store)
+    journal = RunJournal(store)
+    worker = Worker(store, poll_seconds=0.005)
+    task = asyncio.ensure_future(worker.run())
+    while not any(e.type == "child:started" for e in journal.events(handle.id)):
+        await asyncio.sleep(0.01)
+    child = next(e for e in journal.events(handle.id) if e.type == "child:started")
+    child_id = child.payload["child"]
+    while journal.get(child_id).status != "parked":
+        await asyncio.sleep(0.01)
+    cancel(handle.id, store=store)
+    while journal.get(handle.id).status not in ("cancelled", "failed", "completed"):
+        await asyncio.sleep(0.01)
+    for _ in range(100):  # let a cancelled child reach its boundary
+        if journal.get(child_id).status in ("cancelled", "parked") and policy != "cancel":
+            break
+        if journal.get(child_id).status == "cancelled":
+            break
+        await asyncio.sleep(0.01)
+    worker.stop()
+    await task
+    return journal.get(handle.id).status, journal.get(child_id).status
+
+
+@pytest.mark.parametrize(
+    ("policy", "child_status"),
+    [("cancel", "cancelled"), ("terminate", "cancelled"), ("abandon", "parked")],
+)
+def test_parent_close_policy_decides_the_open_child(policy, child_status):
+    parent, child = asyncio.run(_run_until_parent_waits(new_store(), policy))
+    assert parent == "cancelled"
+    assert child == child_status
+
+
+def test_an_unknown_policy_is_refused():
+    @workflow(name="bad_policy")
+    async def bad_policy(ctx: WorkflowContext) -> None:
+        await ctx.run_child(waits_forever, parent_close="orphan")
+
+    store = new_store()
+    handle = submit(bad_policy, store=store)
+    asyncio.run(Worker(store, poll_seconds=0.005).run(until_idle=True))
+    assert "parent_close" in RunJournal(store).get(handle.id).error["message"]
