@@ -26,8 +26,9 @@ from pyrula.errors import (
     UnjournaledSurface,
 )
 from pyrula.fingerprints import Canonical, RequestParts, diff
+from pyrula.journal import scrub
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
-from pyrula.journal.recorder import Reply, record_exchange
+from pyrula.journal.recorder import Reply, record_exchange, request_document
 from pyrula.runtime.journal import Event, Lease, RunJournal, RunRecord
 from pyrula.runtime.limits import AgentLimits, Budget, Reservation
 from pyrula.runtime.metering import prices, usage_from_reply
@@ -52,6 +53,47 @@ current_attempt: ContextVar[Attempt | None] = ContextVar("pyrula_attempt", defau
 # Set around a call a drop-in passes through unjournaled (embeddings, files, ...): its requests
 # take no journal position and are not metered.
 journal_bypass: ContextVar[bool] = ContextVar("pyrula_journal_bypass", default=False)
+
+# What a journaled provider error keeps of its reply: these headers, and a body up to the cap.
+ERROR_HEADERS = frozenset(
+    {"retry-after", "retry-after-ms", "x-should-retry", "x-request-id", "request-id"}
+)
+ERROR_BODY_CAP = 16 * 1024
+
+
+class CallFrame:
+    """One SDK-level model call, set by a drop-in around it (see `current_call`).
+
+    Every HTTP attempt the SDK makes for the call (its own retries) shares one position, and
+    only the call's outcome is journaled there: a success as it arrives, an error reply only
+    once the SDK has given up on it (`Attempt.end_call`), since the SDK may still retry it.
+    """
+
+    __slots__ = ("held", "key", "position", "sent")
+
+    def __init__(self) -> None:
+        self.position: str | None = None
+        self.key: bytes | None = None
+        # The last attempt sent live and not yet answered: (parts, canonical, scope, reservation).
+        self.sent: tuple[RequestParts, Canonical, Scope, Reservation] | None = None
+        # An error reply the SDK may still retry: (commit, reply, reservation).
+        self.held: tuple[Callable[[Reply], None], Reply, Reservation] | None = None
+
+
+current_call: ContextVar[CallFrame | None] = ContextVar("pyrula_call", default=None)
+
+
+class ReplayedFailure(BaseException):
+    """Raised from the transport, in a call frame, when the call's journaled outcome is an error:
+    the drop-in around the call turns it into the SDK's own exception, with nothing sent.
+
+    A BaseException, so the SDK's retry loop (which catches Exception) lets it through.
+    """
+
+    def __init__(self, record: ExchangeRecord, body: bytes) -> None:
+        self.record = record
+        self.body = body
+        super().__init__(f"journaled failure at status {record.status}")
 
 
 def exchange_key(run_id: str, scope: str, index: int) -> bytes:
@@ -143,20 +185,125 @@ class Attempt:
                 self._meter_only(canonical, scope, reservation),
                 self._estimate(canonical, scope, reservation, None),
             )
-        position = self.next_position("llm")
-        index = int(position.rsplit("llm", 1)[1])
-        key = exchange_key(self.run.id, scope.name, index)
+        frame = current_call.get()
+        if frame is not None and frame.position is not None and frame.key is not None:
+            position, key = frame.position, frame.key  # the SDK retrying the call
+            self._release(frame)
+        else:
+            position = self.next_position("llm")
+            index = int(position.rsplit("llm", 1)[1])
+            key = exchange_key(self.run.id, scope.name, index)
+            if frame is not None:
+                frame.position, frame.key = position, key
         found = self.exchanges.get(key)
         if found is not None:
             record, first_page = found
             if record.fingerprint != canonical.digest:
                 raise self._changed(record, canonical, position)
+            if frame is not None and (record.status >= 400 or record.status == 0):
+                raise ReplayedFailure(record, self.exchanges.body(record, first_page))
             return Replay(record.status, record.headers, self.exchanges.frames(record, first_page))
         reservation = self.budget.reserve(len(parts.body), canonical.meta)
-        return Live(
-            self._journaled(key, position, parts, canonical, scope, reservation),
-            self._estimate(canonical, scope, reservation, position),
+        commit = self._journaled(key, position, parts, canonical, scope, reservation)
+        estimate = self._estimate(canonical, scope, reservation, position)
+        if frame is None:
+            return Live(commit, estimate)
+        return self._framed(frame, commit, estimate, (parts, canonical, scope, reservation))
+
+    # -- one SDK-level call: retries share its position, only its outcome is journaled --------
+
+    def _framed(
+        self,
+        frame: CallFrame,
+        commit: Callable[[Reply], None],
+        estimate: Callable[[Reply], None],
+        sent: tuple[RequestParts, Canonical, Scope, Reservation],
+    ) -> Live:
+        frame.sent = sent
+        reservation = sent[3]
+
+        def complete(reply: Reply) -> None:
+            if frame.sent is sent:
+                frame.sent = None
+            if reply.status < 400:
+                commit(reply)
+                return
+            size = sum(len(f) for f in reply.frames)
+            kept = Reply(
+                status=reply.status,
+                headers=[(k, v) for k, v in reply.headers if k.lower() in ERROR_HEADERS],
+                frames=reply.frames if size <= ERROR_BODY_CAP else [],
+                elapsed_ms=reply.elapsed_ms,
+                streamed=False,
+                decoded=True,
+            )
+            frame.held = (commit, kept, reservation)
+
+        def abandon(reply: Reply) -> None:
+            if frame.sent is sent:
+                frame.sent = None
+            if reply.status >= 400:
+                self.budget.settle(reservation, None)  # an error reply the SDK retries
+            else:
+                estimate(reply)
+
+        return Live(complete, abandon)
+
+    def _release(self, frame: CallFrame) -> None:
+        """The SDK sends the call again: what its last attempt got was not the outcome."""
+        if frame.held is not None:
+            self.budget.settle(frame.held[2], None)
+            frame.held = None
+        if frame.sent is not None:
+            self.budget.settle(frame.sent[3], None)  # the transport raised; nothing came back
+            frame.sent = None
+
+    def end_call(self, frame: CallFrame, failure: dict[str, str] | None = None) -> None:
+        """The SDK call of `frame` raised: journal the error reply it gave up on, else the
+        transport `failure` of its last attempt (`type` and `message`) when one is given."""
+        if frame.held is not None:
+            commit, reply, _ = frame.held
+            frame.held = None
+            commit(reply)
+            return
+        if frame.sent is None:
+            return
+        parts, canonical, scope, reservation = frame.sent
+        frame.sent = None
+        if failure is None or frame.key is None or frame.position is None:
+            self.budget.settle(reservation, None)
+            return
+        failure = {
+            k: scrub.scrub_text(v, scrub.secret_values(parts.headers, parts.url))
+            for k, v in failure.items()
+        }
+        empty = Reply(status=0, headers=[], frames=[], elapsed_ms=0.0, streamed=False)
+        payload = self._llm_payload(canonical, empty, scope, frame.position)
+        written: list[Event] = []
+
+        def with_event(txn: lmdb.Transaction, record: ExchangeRecord) -> None:
+            self.journal.check_lease(txn, self.run.id, self.lease)
+            written.append(self.journal.append_in(txn, self.run.id, "llm:done", payload))
+
+        self.exchanges.put(
+            frame.key,
+            request_doc=request_document(parts, canonical),
+            surface=canonical.surface,
+            fingerprint=canonical.digest,
+            method=parts.method,
+            url=scrub.scrub_url(parts.url),
+            status=0,
+            headers=[],
+            frames=[],
+            streamed=False,
+            elapsed_ms=0.0,
+            extra={"failure": failure},
+            also=with_event,
         )
+        self.budget.settle(reservation, None)
+        with self._lock:
+            for event in written:
+                self._learn(event)
 
     def _changed(
         self, record: ExchangeRecord, canonical: Canonical, position: str

@@ -8,10 +8,11 @@ passed-through one runs with the run's journal bypassed, a refused one raises
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
 
 import httpx
@@ -30,7 +31,15 @@ from pyrula.agents.compat._surfaces import (
     classify,
 )
 from pyrula.errors import UnjournaledSurface
-from pyrula.runtime.attempt import current_attempt, current_scope, journal_bypass
+from pyrula.runtime.attempt import (
+    ERROR_HEADERS,
+    CallFrame,
+    ReplayedFailure,
+    current_attempt,
+    current_call,
+    current_scope,
+    journal_bypass,
+)
 from pyrula.transport.adapters import (
     AsyncHttpx2Transport,
     AsyncHttpxTransport,
@@ -172,9 +181,114 @@ def _guarded_call(fn: Callable[..., Any], path: str, client: Any) -> Callable[..
         refusal = _refused_argument(path, kwargs)
         if refusal is not None:
             raise UnjournaledSurface(refusal)
-        return fn(*args, **kwargs)
+        return _framed(fn, args, kwargs, client, path)
 
     return call
+
+
+# -- one SDK-level call, one journal position: its outcome, errors included -------------------
+
+_CONNECT_FAILURES = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx2.ConnectError,
+    httpx2.ConnectTimeout,
+)
+
+
+@contextlib.contextmanager
+def _call_frame(client: Any) -> Iterator[None]:
+    """One journaled SDK call: its retries share a position, and an error it ends in is
+    journaled, then raised again on replay without sending anything."""
+    frame = CallFrame()
+    token = current_call.set(frame)
+    try:
+        yield
+    except ReplayedFailure as replayed:
+        raise _rebuilt(client, replayed) from None
+    except BaseException as exc:
+        _ended(frame, exc)
+        raise
+    finally:
+        current_call.reset(token)
+
+
+def _framed(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], client: Any, path: str
+) -> Any:
+    with _call_frame(client):
+        result = fn(*args, **kwargs)
+    if inspect.iscoroutine(result):
+        return _framed_async(result, client)
+    if path.endswith(".stream"):
+        return _FramedStreamManager(result, client)  # the request goes out on entering it
+    return result
+
+
+async def _framed_async(awaitable: Awaitable[T], client: Any) -> T:
+    with _call_frame(client):
+        return await awaitable
+
+
+class _FramedStreamManager:
+    """A `stream(...)` helper's manager, whose request (sent on entering it) is one call."""
+
+    __slots__ = ("_pyrula_client", "_pyrula_manager")
+
+    def __init__(self, manager: Any, client: Any) -> None:
+        self._pyrula_manager = manager
+        self._pyrula_client = client
+
+    def __enter__(self) -> Any:
+        with _call_frame(self._pyrula_client):
+            return self._pyrula_manager.__enter__()
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        return self._pyrula_manager.__exit__(*exc_info)
+
+    async def __aenter__(self) -> Any:
+        with _call_frame(self._pyrula_client):
+            return await self._pyrula_manager.__aenter__()
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        return await self._pyrula_manager.__aexit__(*exc_info)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._pyrula_manager, name)
+
+
+def _ended(frame: CallFrame, exc: BaseException) -> None:
+    """The SDK gave up: journal a provider error, or a connection lost after the request went
+    out; a failure before sending (a rejected argument, no connection made) is not journaled."""
+    attempt = current_attempt.get()
+    if attempt is None:
+        return
+    failure = None
+    if isinstance(exc, openai.APIConnectionError) and not isinstance(
+        exc.__cause__, _CONNECT_FAILURES
+    ):
+        failure = {"type": type(exc).__name__, "message": str(exc)}
+    attempt.end_call(frame, failure)
+
+
+def _rebuilt(client: Any, replayed: ReplayedFailure) -> openai.APIError:
+    """The SDK's own exception for a journaled error, on the replaying client's HTTP stack."""
+    record = replayed.record
+    lib: Any = httpx2 if isinstance(client._client, httpx2.Client | httpx2.AsyncClient) else httpx
+    request = lib.Request(record.method, record.url.split("?", 1)[0])
+    failure = record.extra.get("failure")
+    if isinstance(failure, dict):
+        cls = getattr(openai, str(failure.get("type")), None)
+        if cls is openai.APITimeoutError:
+            return openai.APITimeoutError(request=request)
+        message = str(failure.get("message") or "Connection error.")
+        return openai.APIConnectionError(message=message, request=request)
+    headers = [(k, v) for k, v in record.headers if k.lower() in ERROR_HEADERS]
+    response = lib.Response(record.status, headers=headers, content=replayed.body, request=request)
+    error: openai.APIStatusError = client._make_status_error_from_response(response)
+    if not replayed.body:
+        error.body = None  # not kept (too large), so not guessed at
+    return error
 
 
 def _is_resource(value: Any) -> bool:
