@@ -66,6 +66,11 @@ class StreamFormatError(PyrulaError):
     """A recorded or live stream could not be framed (malformed or truncated bytes)."""
 
 
+class ProviderStreamTruncated(PyrulaError):
+    """The provider ended a stream without its terminal frame; inside a run this is the call's
+    journaled outcome, so a resumed run raises it again without sending the request."""
+
+
 class ReplayInputChanged(JournalRefusal):
     """A resumed run asked something different at a recorded position."""
 

@@ -3,6 +3,7 @@
 from pyrula.errors import (
     BudgetExceeded,
     DurableInvocationCancelled,
+    ProviderStreamTruncated,
     ReplayInputChanged,
     UnjournaledSurface,
 )
@@ -14,6 +15,7 @@ __all__ = [
     "AgentLimits",
     "BudgetExceeded",
     "DurableInvocationCancelled",
+    "ProviderStreamTruncated",
     "ReplayInputChanged",
     "ToolContext",
     "ToolRefused",

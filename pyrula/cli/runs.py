@@ -41,8 +41,14 @@ def ls(store: StoreOption = None, as_json: JsonOption = False) -> None:
             return
         table = Table("run", "name", "status", "attempt", "created", "updated", box=None)
         for run in runs:
-            table.add_row(run.id, run.name, run.status, str(run.attempt),
-                          local_time(run.created_at), local_time(run.updated_at))
+            table.add_row(
+                run.id,
+                run.name,
+                run.status,
+                str(run.attempt),
+                local_time(run.created_at),
+                local_time(run.updated_at),
+            )
         console().print(table if runs else "No runs in this store.")
 
 
@@ -57,8 +63,9 @@ def show(run_id: str, store: StoreOption = None, as_json: JsonOption = False) ->
             emit_json({"run": record.to_json(), "events": [e.to_json() for e in events]})
             return
         out = console()
-        out.print(f"[bold]{record.id}[/] {record.name} — {record.status} "
-                  f"(attempt {record.attempt})")
+        out.print(
+            f"[bold]{record.id}[/] {record.name} — {record.status} (attempt {record.attempt})"
+        )
         if record.error:
             out.print(f"error: {record.error.get('type')}: {record.error.get('message', '')}")
         table = Table("seq", "event", "detail", box=None)

@@ -12,7 +12,7 @@ import json
 import struct
 import threading
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +22,7 @@ import lmdb
 from pyrula.errors import (
     BudgetExceeded,
     DurableInvocationCancelled,
+    ProviderStreamTruncated,
     ReplayInputChanged,
     UnjournaledSurface,
 )
@@ -33,6 +34,7 @@ from pyrula.runtime.journal import Event, Lease, RunJournal, RunRecord
 from pyrula.runtime.limits import AgentLimits, Budget, Reservation
 from pyrula.runtime.metering import prices, usage_from_reply
 from pyrula.transport.core import Live, Plan, Replay
+from pyrula.transport.framing import completion_for
 
 _U32 = struct.Struct(">I")
 RUN_PREFIX = b"r\x00"
@@ -94,6 +96,32 @@ class ReplayedFailure(BaseException):
         self.record = record
         self.body = body
         super().__init__(f"journaled failure at status {record.status}")
+
+
+_TRUNCATED = ProviderStreamTruncated.__name__
+
+
+def _cut_short(frames: Iterator[bytes], message: str) -> Iterator[bytes]:
+    """A journaled truncated stream: what arrived, then the same error, as the reader reaches
+    its end."""
+    yield from frames
+    raise ProviderStreamTruncated(message)
+
+
+def _finished_but_usage(canonical: Canonical, reply: Reply) -> bool:
+    """An OpenAI chat stream the caller stopped reading after every choice's `finish_reason`
+    chunk, before the usage chunk it asked for: the answer is whole, only its usage is missing."""
+    options = canonical.meta.get("stream_options")
+    if canonical.surface != "openai.chat" or not reply.streamed or not reply.decoded:
+        return False
+    if not isinstance(options, dict) or not options.get("include_usage"):
+        return False
+    content_type = next((v for k, v in reply.headers if k.lower() == "content-type"), "")
+    meta = {**canonical.meta, "stream_options": None}
+    completion = completion_for(canonical.surface, content_type, canonical.compared, meta)
+    for chunk in reply.frames:
+        completion.feed(chunk)
+    return completion.complete
 
 
 def exchange_key(run_id: str, scope: str, index: int) -> bytes:
@@ -202,13 +230,22 @@ class Attempt:
                 raise self._changed(record, canonical, position)
             if frame is not None and (record.status >= 400 or record.status == 0):
                 raise ReplayedFailure(record, self.exchanges.body(record, first_page))
-            return Replay(record.status, record.headers, self.exchanges.frames(record, first_page))
+            frames = self.exchanges.frames(record, first_page)
+            failure = record.extra.get("failure")
+            if isinstance(failure, dict) and failure.get("type") == _TRUNCATED:
+                frames = _cut_short(frames, str(failure.get("message", "")))
+            return Replay(record.status, record.headers, frames)
         reservation = self.budget.reserve(len(parts.body), canonical.meta)
         commit = self._journaled(key, position, parts, canonical, scope, reservation)
         estimate = self._estimate(canonical, scope, reservation, position)
         if frame is None:
             return Live(commit, estimate)
-        return self._framed(frame, commit, estimate, (parts, canonical, scope, reservation))
+        stopped = self._journaled(
+            key, position, parts, canonical, scope, reservation, estimated=True
+        )
+        return self._framed(
+            frame, commit, estimate, (parts, canonical, scope, reservation), stopped
+        )
 
     # -- one SDK-level call: retries share its position, only its outcome is journaled --------
 
@@ -218,6 +255,7 @@ class Attempt:
         commit: Callable[[Reply], None],
         estimate: Callable[[Reply], None],
         sent: tuple[RequestParts, Canonical, Scope, Reservation],
+        stopped: Callable[[Reply], None],
     ) -> Live:
         frame.sent = sent
         reservation = sent[3]
@@ -244,10 +282,70 @@ class Attempt:
                 frame.sent = None
             if reply.status >= 400:
                 self.budget.settle(reservation, None)  # an error reply the SDK retries
+            elif _finished_but_usage(sent[1], reply):
+                stopped(reply)  # stopped on the last `finish_reason` chunk: journaled, estimated
             else:
                 estimate(reply)
 
-        return Live(complete, abandon)
+        def truncated(reply: Reply) -> None:
+            if reply.status >= 400:
+                abandon(reply)  # an error body cut short: the SDK raises its own error
+                return
+            if frame.sent is sent:
+                frame.sent = None
+            self._truncated(frame, reply, sent)
+
+        return Live(complete, abandon, truncated)
+
+    def _truncated(
+        self,
+        frame: CallFrame,
+        reply: Reply,
+        sent: tuple[RequestParts, Canonical, Scope, Reservation],
+    ) -> None:
+        """The provider ended the call's stream without its terminal frame: journal that as the
+        call's outcome (with what did arrive, metered as an estimate), and raise it."""
+        parts, canonical, scope, reservation = sent
+        position = frame.position
+        message = (
+            f"the provider ended the stream of the model call at {position} without its "
+            "terminal frame; the run journaled this as the call's outcome, so a resume raises "
+            "it again: catch ProviderStreamTruncated and make a new call to ask again"
+        )
+        if frame.key is None or position is None:
+            self.budget.settle(reservation, None)
+            raise ProviderStreamTruncated(message)
+        secrets = scrub.secret_values(parts.headers, parts.url)
+        payload = self._llm_payload(canonical, reply, scope, position)
+        payload["total_tokens"] = max(payload["total_tokens"], reservation.tokens)
+        payload.update(estimated=True, error=_TRUNCATED)
+        written: list[Event] = []
+
+        def with_event(txn: lmdb.Transaction, record: ExchangeRecord) -> None:
+            self.journal.check_lease(txn, self.run.id, self.lease)
+            written.append(self.journal.append_in(txn, self.run.id, "llm:done", payload))
+
+        headers = scrub.kept_reply_headers(reply.headers)
+        self.exchanges.put(
+            frame.key,
+            request_doc=request_document(parts, canonical),
+            surface=canonical.surface,
+            fingerprint=canonical.digest,
+            method=parts.method,
+            url=scrub.scrub_url(parts.url),
+            status=reply.status,
+            headers=[(k, scrub.scrub_bytes(v.encode(), secrets).decode()) for k, v in headers],
+            frames=[scrub.scrub_bytes(f, secrets) for f in reply.frames],
+            streamed=reply.streamed,
+            elapsed_ms=reply.elapsed_ms,
+            extra={"failure": {"type": _TRUNCATED, "message": message}},
+            also=with_event,
+        )
+        self.budget.settle(reservation, None)
+        with self._lock:
+            for event in written:
+                self._learn(event)
+        raise ProviderStreamTruncated(message)
 
     def _release(self, frame: CallFrame) -> None:
         """The SDK sends the call again: what its last attempt got was not the outcome."""
@@ -349,9 +447,14 @@ class Attempt:
         canonical: Canonical,
         scope: Scope,
         reservation: Reservation,
+        *,
+        estimated: bool = False,
     ) -> Callable[[Reply], None]:
         def commit(reply: Reply) -> None:
             payload = self._llm_payload(canonical, reply, scope, position)
+            if estimated:  # the usage chunk asked for never arrived
+                payload["total_tokens"] = max(payload["total_tokens"], reservation.tokens)
+                payload["estimated"] = True
             written: list[Event] = []
 
             def with_event(txn: lmdb.Transaction, record: ExchangeRecord) -> None:

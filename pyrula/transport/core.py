@@ -30,10 +30,13 @@ class Replay:
 @dataclass(frozen=True, slots=True)
 class Live:
     """Send the request; `on_complete` (when set) receives the reply once it is whole, and
-    `on_abandon` what had arrived when a reply ends unfinished (closed early, or truncated)."""
+    `on_abandon` what had arrived when a reply ends unfinished (closed early, or truncated).
+    `on_truncated`, when set, takes a truncated reply instead of `on_abandon`; what it raises
+    reaches the reader of the stream."""
 
     on_complete: Callable[[Reply], None] | None
     on_abandon: Callable[[Reply], None] | None = None
+    on_truncated: Callable[[Reply], None] | None = None
 
 
 Plan = Replay | Live
@@ -81,8 +84,10 @@ class Recording:
         on_complete: Callable[[Reply], None],
         started: float,
         on_abandon: Callable[[Reply], None] | None = None,
+        on_truncated: Callable[[Reply], None] | None = None,
     ) -> None:
         self._on_abandon = on_abandon
+        self._on_truncated = on_truncated
         lowered = {k.lower(): v for k, v in headers}
         self._decoder: Decoder | None = decoder_for(lowered.get("content-encoding", ""))
         content_type = lowered.get("content-type", "")
@@ -128,7 +133,11 @@ class Recording:
         ):
             self._commit()
         elif not self._committed_frames:
-            self._abandoned()  # truncated: never recorded as complete
+            self.finished = True
+            if self._on_truncated is not None:
+                self._on_truncated(self._reply(list(self._frames)))
+            else:
+                self._abandoned()  # truncated: never recorded as complete
         self.finished = True
 
     def abandon(self) -> None:
@@ -193,4 +202,12 @@ class JournalCore:
         started: float,
     ) -> Recording:
         assert plan.on_complete is not None
-        return Recording(canonical, status, headers, plan.on_complete, started, plan.on_abandon)
+        return Recording(
+            canonical,
+            status,
+            headers,
+            plan.on_complete,
+            started,
+            plan.on_abandon,
+            plan.on_truncated,
+        )

@@ -125,6 +125,24 @@ def _refused_argument(path: str, kwargs: dict[str, Any]) -> str | None:
     return None
 
 
+_STREAMED_CHAT = ("chat.completions.create", "chat.completions.stream")
+
+
+def _with_usage(path: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Inside an `@agent`, a streamed chat call asks for the usage chunk, so the meter sees it
+    (the transport then journals the stream once that chunk has arrived)."""
+    attempt = current_attempt.get()
+    if attempt is None or not attempt.is_agent or path not in _STREAMED_CHAT:
+        return kwargs
+    if path.endswith(".create") and kwargs.get("stream") is not True:
+        return kwargs
+    options = kwargs.get("stream_options")
+    options = dict(options) if _given(options) and isinstance(options, dict) else {}
+    if options.get("include_usage") is not None:
+        return kwargs  # the caller chose
+    return {**kwargs, "stream_options": {**options, "include_usage": True}}
+
+
 def _allowed_tool(kind: str, tool: Any) -> bool:
     if kind.startswith(ALLOWED_TOOL_PREFIXES):
         return True
@@ -165,6 +183,7 @@ def _guarded_call(fn: Callable[..., Any], path: str, client: Any) -> Callable[..
             _warn_unjournaled(client)
             return fn(*args, **kwargs)
         row = classify(path)
+        kwargs = _with_usage(path, kwargs)
         if current_scope.get().within != "run":
             # In a step or tool the unit's result is durable: generation calls are metered by
             # the transport, everything else passes through.
