@@ -128,6 +128,22 @@ def exchange_key(run_id: str, scope: str, index: int) -> bytes:
     return RUN_PREFIX + run_id.encode() + b"\x00" + scope.encode() + b"\x00" + _U32.pack(index)
 
 
+# How many run bodies are executing in this process: a drop-in called with no run in its context
+# while one is bound warns that its thread lost the run's context.
+_bound_runs = 0
+_bound_lock = threading.Lock()
+
+
+def bind_run(delta: int) -> None:
+    global _bound_runs
+    with _bound_lock:
+        _bound_runs += delta
+
+
+def runs_bound() -> bool:
+    return _bound_runs > 0
+
+
 class Park(BaseException):
     """Unwinds the body when the run must wait (an interrupt, a long sleep, a signal)."""
 

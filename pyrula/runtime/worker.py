@@ -26,7 +26,7 @@ from pyrula.errors import (
     WorkflowNotRegistered,
 )
 from pyrula.journal.store import Store, open_store
-from pyrula.runtime.attempt import Attempt, Park, current_attempt, describe_error
+from pyrula.runtime.attempt import Attempt, Park, bind_run, current_attempt, describe_error
 from pyrula.runtime.context import AgentContext, WorkflowContext
 from pyrula.runtime.journal import (
     BUDGET_EXCEEDED,
@@ -147,7 +147,11 @@ class Worker:
         async def body() -> Any:
             current_attempt.set(attempt)
             current_session.set(attempt)
-            return await definition.fn(ctx, *args, **kwargs)
+            bind_run(+1)
+            try:
+                return await definition.fn(ctx, *args, **kwargs)
+            finally:
+                bind_run(-1)
 
         task = asyncio.ensure_future(body())
         beat = asyncio.ensure_future(self._heartbeat(run.id, lease, task))

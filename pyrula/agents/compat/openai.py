@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import sys
 import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar
@@ -39,6 +40,7 @@ from pyrula.runtime.attempt import (
     current_call,
     current_scope,
     journal_bypass,
+    runs_bound,
 )
 from pyrula.transport.adapters import (
     AsyncHttpx2Transport,
@@ -92,9 +94,25 @@ def _journal_http_client(client: Any) -> None:
 # -- guarding the client's resources -----------------------------------------------------------
 
 _warned: set[type] = set()
+_warned_sites: set[tuple[str, int]] = set()
 
 
 def _warn_unjournaled(client: Any) -> None:
+    if runs_bound():
+        # A run is executing in this process, but this call does not carry its context: a
+        # thread started with threading/ThreadPoolExecutor/run_in_executor instead of the run's.
+        caller = sys._getframe(2)
+        site = (caller.f_code.co_filename, caller.f_lineno)
+        if site not in _warned_sites:
+            _warned_sites.add(site)
+            warnings.warn(
+                f"{type(client).__name__} was called on a thread that does not carry the run's "
+                "context, so the call is not journaled and runs live again on every resume; "
+                "start the thread with `await ctx.to_thread(fn)` or `ctx.map_threads(fn, items)`",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        return
     cls = type(client)
     if cls in _warned:
         return
