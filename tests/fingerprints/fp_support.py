@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import copy
 import json
 from collections.abc import Callable
 from typing import Any
@@ -69,6 +70,13 @@ def assert_no_secret(canonical: Canonical, *secrets: str) -> None:
 
 def digest(parts: RequestParts) -> str:
     return canonicalize(parts).digest
+
+
+def digest_after(url: str, base: dict[str, Any], mutate: Callable[[dict[str, Any]], Any]) -> str:
+    """The digest of `base` posted to `url` after `mutate` changed a copy of it."""
+    body = copy.deepcopy(base)
+    mutate(body)
+    return digest(post(url, body))
 
 
 def capture(call: Callable[[Any], object], lib: Any = httpx2) -> RequestParts:

@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -13,6 +12,7 @@ from fp_support import (
     assert_no_secret,
     capture_anthropic,
     digest,
+    digest_after,
     image_b64,
     post,
     reordered,
@@ -87,20 +87,14 @@ KEEPS_THE_CALL = [
 ]
 
 
-def _digest_after(mutate: Mutation) -> str:
-    body = copy.deepcopy(BASE)
-    mutate(body)
-    return digest(post(URL, body))
-
-
 @pytest.mark.parametrize("mutate", CHANGES_THE_CALL)
 def test_a_change_to_what_decides_the_reply_changes_the_digest(mutate: Mutation) -> None:
-    assert _digest_after(mutate) != digest(post(URL, BASE))
+    assert digest_after(URL, BASE, mutate) != digest(post(URL, BASE))
 
 
 @pytest.mark.parametrize("mutate", KEEPS_THE_CALL)
 def test_model_sampling_thinking_and_metadata_keep_the_digest(mutate: Mutation) -> None:
-    assert _digest_after(mutate) == digest(post(URL, BASE))
+    assert digest_after(URL, BASE, mutate) == digest(post(URL, BASE))
 
 
 def test_key_order_separators_and_volatile_headers_do_not_matter() -> None:

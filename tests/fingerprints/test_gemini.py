@@ -1,11 +1,18 @@
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fp_support import VOLATILE_HEADERS, assert_no_secret, digest, image_b64, post, reordered
+from fp_support import (
+    VOLATILE_HEADERS,
+    assert_no_secret,
+    digest,
+    digest_after,
+    image_b64,
+    post,
+    reordered,
+)
 from pyrula.fingerprints import canonicalize
 
 API = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:{method}"
@@ -80,20 +87,14 @@ KEEPS_THE_CALL = [
 ]
 
 
-def _digest_after(mutate: Mutation) -> str:
-    body = copy.deepcopy(BASE)
-    mutate(body)
-    return digest(post(URL, body))
-
-
 @pytest.mark.parametrize("mutate", CHANGES_THE_CALL)
 def test_a_change_to_what_decides_the_reply_changes_the_digest(mutate: Mutation) -> None:
-    assert _digest_after(mutate) != digest(post(URL, BASE))
+    assert digest_after(URL, BASE, mutate) != digest(post(URL, BASE))
 
 
 @pytest.mark.parametrize("mutate", KEEPS_THE_CALL)
 def test_sampling_thinking_and_safety_keep_the_digest(mutate: Mutation) -> None:
-    assert _digest_after(mutate) == digest(post(URL, BASE))
+    assert digest_after(URL, BASE, mutate) == digest(post(URL, BASE))
 
 
 def test_genai_separators_key_order_and_headers_do_not_matter() -> None:
