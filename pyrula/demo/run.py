@@ -17,7 +17,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from types import ModuleType
+from typing import Any, TypeVar
 
 import anthropic
 import openai
@@ -31,6 +32,8 @@ from pyrula.demo.stacks import http_client, stack_name, uses_httpx2
 from pyrula.demo.standin import Served, StandIn
 from pyrula.errors import OfflineViolation, PyrulaError
 from pyrula.journal import Exchanges, open_store
+
+C = TypeVar("C")
 
 CASSETTE = "pyrula-demo"
 DEMO_KEY = "sk-demo-not-a-real-key"  # the stand-in accepts any key; nothing real is sent
@@ -106,44 +109,18 @@ class DemoCall:
     run: Callable[[StandIn, str], Reply]
 
 
-def _openai(standin: StandIn) -> openai.OpenAI:
-    return openai.OpenAI(
+def _client(cls: Callable[..., C], sdk: ModuleType, base_url: str, *, sync: bool) -> C:
+    """An SDK client over Pyrula's transport for that SDK's HTTP stack."""
+    return cls(
         api_key=DEMO_KEY,
-        base_url=standin.openai_base_url,
-        http_client=http_client(openai, sync=True),
+        base_url=base_url,
+        http_client=http_client(sdk, sync=sync),
         max_retries=0,  # a retry would be a second provider call: keep the counts exact
     )
 
 
-def _async_openai(standin: StandIn) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(
-        api_key=DEMO_KEY,
-        base_url=standin.openai_base_url,
-        http_client=http_client(openai, sync=False),
-        max_retries=0,
-    )
-
-
-def _anthropic(standin: StandIn) -> anthropic.Anthropic:
-    return anthropic.Anthropic(
-        api_key=DEMO_KEY,
-        base_url=standin.anthropic_base_url,
-        http_client=http_client(anthropic, sync=True),
-        max_retries=0,
-    )
-
-
-def _async_anthropic(standin: StandIn) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(
-        api_key=DEMO_KEY,
-        base_url=standin.anthropic_base_url,
-        http_client=http_client(anthropic, sync=False),
-        max_retries=0,
-    )
-
-
 def openai_plain(standin: StandIn, prompt: str) -> Reply:
-    with _openai(standin) as client:
+    with _client(openai.OpenAI, openai, standin.openai_base_url, sync=True) as client:
         completion = client.chat.completions.create(
             model=OPENAI_MODEL, messages=[{"role": "user", "content": prompt}]
         )
@@ -151,7 +128,7 @@ def openai_plain(standin: StandIn, prompt: str) -> Reply:
 
 
 async def _openai_streamed(standin: StandIn, prompt: str) -> Reply:
-    async with _async_openai(standin) as client:
+    async with _client(openai.AsyncOpenAI, openai, standin.openai_base_url, sync=False) as client:
         stream = await client.chat.completions.create(
             model=OPENAI_MODEL,
             messages=[{"role": "user", "content": prompt}],
@@ -170,7 +147,9 @@ def openai_streamed(standin: StandIn, prompt: str) -> Reply:
 
 
 async def _anthropic_plain(standin: StandIn, prompt: str) -> Reply:
-    async with _async_anthropic(standin) as client:
+    async with _client(
+        anthropic.AsyncAnthropic, anthropic, standin.anthropic_base_url, sync=False
+    ) as client:
         message = await client.messages.create(
             model=ANTHROPIC_MODEL, max_tokens=256, messages=[{"role": "user", "content": prompt}]
         )
@@ -184,7 +163,7 @@ def anthropic_plain(standin: StandIn, prompt: str) -> Reply:
 
 def anthropic_streamed(standin: StandIn, prompt: str) -> Reply:
     with (
-        _anthropic(standin) as client,
+        _client(anthropic.Anthropic, anthropic, standin.anthropic_base_url, sync=True) as client,
         client.messages.stream(
             model=ANTHROPIC_MODEL, max_tokens=256, messages=[{"role": "user", "content": prompt}]
         ) as stream,
