@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import lmdb
 
@@ -26,9 +27,12 @@ class Reply:
     decoded: bool = True
 
 
-def request_document(parts: RequestParts, canonical: Canonical) -> dict[str, object]:
+def request_document(
+    parts: RequestParts, canonical: Canonical, secrets: list[bytes] | None = None
+) -> dict[str, object]:
     """The request as it is kept: canonical fields only, no headers, no credentials."""
-    secrets = scrub.secret_values(parts.headers, parts.url)
+    if secrets is None:
+        secrets = scrub.secret_values(parts.headers, parts.url)
     doc = {
         "surface": canonical.surface,
         "method": parts.method,
@@ -49,6 +53,7 @@ def record_exchange(
     reply: Reply,
     *,
     namespace: str = "",
+    extra: dict[str, Any] | None = None,
     also: Callable[[lmdb.Transaction, ExchangeRecord], None] | None = None,
 ) -> ExchangeRecord:
     """Scrub a live exchange and commit it under `key`; returns once it is on disk."""
@@ -57,19 +62,14 @@ def record_exchange(
     frames = reply.frames
     if secrets or is_error:
         frames = [scrub.scrub_bytes(f, secrets, patterns=is_error) for f in frames]
-    if reply.decoded:
-        headers = scrub.kept_reply_headers(reply.headers)
-    else:
-        headers = [
-            (k, v)
-            for k, v in reply.headers
-            if k.lower() not in scrub.SECRET_HEADERS
-            and k.lower() not in ("content-length", "transfer-encoding", "connection")
-        ]
-    headers = [(k, scrub.scrub_bytes(v.encode(), secrets).decode()) for k, v in headers]
+    # A body kept undecoded keeps the content-encoding that tells a replay how to read it.
+    headers = [
+        (k, scrub.scrub_bytes(v.encode(), secrets).decode())
+        for k, v in scrub.kept_reply_headers(reply.headers, keep_encoding=not reply.decoded)
+    ]
     return exchanges.put(
         key,
-        request_doc=request_document(parts, canonical),
+        request_doc=request_document(parts, canonical, secrets),
         surface=canonical.surface,
         fingerprint=canonical.digest,
         method=parts.method,
@@ -80,5 +80,6 @@ def record_exchange(
         streamed=reply.streamed,
         elapsed_ms=reply.elapsed_ms,
         namespace=namespace,
+        extra=extra,
         also=also,
     )

@@ -101,10 +101,14 @@ def scrub_url(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
 
 
-def kept_reply_headers(headers: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Reply headers worth replaying: no credentials, no cookies, no transfer framing."""
+def kept_reply_headers(
+    headers: Iterable[tuple[str, str]], *, keep_encoding: bool = False
+) -> list[tuple[str, str]]:
+    """Reply headers worth replaying: no credentials, no cookies, no transfer framing
+    (`content-encoding` stays when the body is kept encoded)."""
+    dropped = TRANSFER_HEADERS - {"content-encoding"} if keep_encoding else TRANSFER_HEADERS
     return [
         (name, value)
         for name, value in headers
-        if name.lower() not in SECRET_HEADERS and name.lower() not in TRANSFER_HEADERS
+        if name.lower() not in SECRET_HEADERS and name.lower() not in dropped
     ]

@@ -29,7 +29,7 @@ from pyrula.errors import (
 from pyrula.fingerprints import Canonical, RequestParts, diff
 from pyrula.journal import scrub
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
-from pyrula.journal.recorder import Reply, record_exchange, request_document
+from pyrula.journal.recorder import Reply, record_exchange
 from pyrula.runtime.journal import Event, Lease, RunJournal, RunRecord
 from pyrula.runtime.limits import AgentLimits, Budget, Reservation
 from pyrula.runtime.metering import prices, usage_from_reply
@@ -331,36 +331,18 @@ class Attempt:
         if frame.key is None or position is None:
             self.budget.settle(reservation, None)
             raise ProviderStreamTruncated(message)
-        secrets = scrub.secret_values(parts.headers, parts.url)
         payload = self._llm_payload(canonical, reply, scope, position)
         payload["total_tokens"] = max(payload["total_tokens"], reservation.tokens)
         payload.update(estimated=True, error=_TRUNCATED)
-        written: list[Event] = []
-
-        def with_event(txn: lmdb.Transaction, record: ExchangeRecord) -> None:
-            self.journal.check_lease(txn, self.run.id, self.lease)
-            written.append(self.journal.append_in(txn, self.run.id, "llm:done", payload))
-
-        headers = scrub.kept_reply_headers(reply.headers)
-        self.exchanges.put(
+        self._record_call(
             frame.key,
-            request_doc=request_document(parts, canonical),
-            surface=canonical.surface,
-            fingerprint=canonical.digest,
-            method=parts.method,
-            url=scrub.scrub_url(parts.url),
-            status=reply.status,
-            headers=[(k, scrub.scrub_bytes(v.encode(), secrets).decode()) for k, v in headers],
-            frames=[scrub.scrub_bytes(f, secrets) for f in reply.frames],
-            streamed=reply.streamed,
-            elapsed_ms=reply.elapsed_ms,
+            parts,
+            canonical,
+            reply,
+            payload,
             extra={"failure": {"type": _TRUNCATED, "message": message}},
-            also=with_event,
         )
         self.budget.settle(reservation, None)
-        with self._lock:
-            for event in written:
-                self._learn(event)
         raise ProviderStreamTruncated(message)
 
     def _release(self, frame: CallFrame) -> None:
@@ -393,31 +375,8 @@ class Attempt:
         }
         empty = Reply(status=0, headers=[], frames=[], elapsed_ms=0.0, streamed=False)
         payload = self._llm_payload(canonical, empty, scope, frame.position)
-        written: list[Event] = []
-
-        def with_event(txn: lmdb.Transaction, record: ExchangeRecord) -> None:
-            self.journal.check_lease(txn, self.run.id, self.lease)
-            written.append(self.journal.append_in(txn, self.run.id, "llm:done", payload))
-
-        self.exchanges.put(
-            frame.key,
-            request_doc=request_document(parts, canonical),
-            surface=canonical.surface,
-            fingerprint=canonical.digest,
-            method=parts.method,
-            url=scrub.scrub_url(parts.url),
-            status=0,
-            headers=[],
-            frames=[],
-            streamed=False,
-            elapsed_ms=0.0,
-            extra={"failure": failure},
-            also=with_event,
-        )
+        self._record_call(frame.key, parts, canonical, empty, payload, extra={"failure": failure})
         self.budget.settle(reservation, None)
-        with self._lock:
-            for event in written:
-                self._learn(event)
 
     def _changed(
         self, record: ExchangeRecord, canonical: Canonical, position: str
@@ -471,23 +430,36 @@ class Attempt:
             if estimated:  # the usage chunk asked for never arrived
                 payload["total_tokens"] = max(payload["total_tokens"], reservation.tokens)
                 payload["estimated"] = True
-            written: list[Event] = []
-
-            def with_event(txn: lmdb.Transaction, record: ExchangeRecord) -> None:
-                self.journal.check_lease(txn, self.run.id, self.lease)
-                written.append(self.journal.append_in(txn, self.run.id, "llm:done", payload))
-
             if self.facts.get(position) is not None:
                 # Bytes that followed the terminal frame: amend the exchange, count it once.
                 record_exchange(self.exchanges, key, parts, canonical, reply)
                 return
-            record_exchange(self.exchanges, key, parts, canonical, reply, also=with_event)
+            self._record_call(key, parts, canonical, reply, payload)
             self.budget.settle(reservation, None)
-            with self._lock:
-                for event in written:
-                    self._learn(event)
 
         return commit
+
+    def _record_call(
+        self,
+        key: bytes,
+        parts: RequestParts,
+        canonical: Canonical,
+        reply: Reply,
+        payload: dict[str, Any],
+        *,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        """Journal a call's outcome and its `llm:done` in one transaction fenced by the lease."""
+        written: list[Event] = []
+
+        def with_event(txn: lmdb.Transaction, record: ExchangeRecord) -> None:
+            self.journal.check_lease(txn, self.run.id, self.lease)
+            written.append(self.journal.append_in(txn, self.run.id, "llm:done", payload))
+
+        record_exchange(self.exchanges, key, parts, canonical, reply, extra=extra, also=with_event)
+        with self._lock:
+            for event in written:
+                self._learn(event)
 
     def _meter_only(
         self, canonical: Canonical, scope: Scope, reservation: Reservation
