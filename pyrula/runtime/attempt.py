@@ -211,13 +211,19 @@ class Attempt:
 
     # -- model calls: the run as a transport session -----------------------------------------
 
-    def plan(self, parts: RequestParts, canonical: Canonical, *, blocking: bool = False) -> Plan:
-        if blocking and threading.get_ident() == self.loop_thread:
+    def refuse_loop_thread(self) -> None:
+        """A sync model call must not run on the run's own loop thread: it would block the run,
+        and its reply could not be journaled in order."""
+        if threading.get_ident() == self.loop_thread:
             raise UnjournaledSurface(
                 "a sync model client was called on the run's own event loop thread, where it "
                 "would block the run and cannot be journaled; call it through "
                 "`await ctx.to_thread(fn)` (or `asyncio.to_thread`), or use the async client"
             )
+
+    def plan(self, parts: RequestParts, canonical: Canonical, *, blocking: bool = False) -> Plan:
+        if blocking:
+            self.refuse_loop_thread()
         self.check_cancel()
         if journal_bypass.get():
             return Live(None)

@@ -12,6 +12,7 @@ import openai
 import pytest
 
 from pyrula.agents import AgentContext, UnjournaledSurface, agent
+from pyrula.agents.compat import _dropin
 from pyrula.agents.compat import openai as compat
 from pyrula.agents.compat.openai import AsyncOpenAI, OpenAI, journaled
 from pyrula.agents.testing.runner import AgentRunner
@@ -208,7 +209,7 @@ def test_refused_tools_are_allowed_inside_a_step():
 
 def test_outside_a_run_everything_passes_through_with_one_warning():
     stub = upstream()
-    compat._warned.clear()
+    _dropin._warned.clear()
     client = make_client(stub)
 
     async def calls() -> None:

@@ -10,7 +10,7 @@ import pydantic
 import pytest
 
 from pyrula.agents import AgentContext, UnjournaledSurface, agent
-from pyrula.agents.compat._surfaces import SURFACES, classify
+from pyrula.agents.compat._openai_surfaces import OPENAI, SURFACES
 from pyrula.agents.compat.openai import AsyncOpenAI
 from pyrula.runtime import answer
 from tests.compat.openai_stub import upstream
@@ -170,7 +170,7 @@ def test_the_table_is_the_spec_table():
 @pytest.mark.parametrize("path", ROWS)
 def test_surface_row_in_a_run(path):
     verdict = EXPECTED[path]
-    assert classify(path).verdict.value == verdict
+    assert OPENAI.classify(path).verdict.value == verdict
     call, kwargs = CALLS[path]
     stub = upstream()
     if verdict == "refused":

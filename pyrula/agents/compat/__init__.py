@@ -5,15 +5,29 @@ from __future__ import annotations
 from typing import Any
 
 from pyrula.agents.compat import openai as _openai
+from pyrula.agents.compat._dropin import journaled
+from pyrula.agents.compat.anthropic import (
+    Anthropic,
+    AnthropicBedrock,
+    AnthropicVertex,
+    AsyncAnthropic,
+    AsyncAnthropicBedrock,
+    AsyncAnthropicVertex,
+)
 from pyrula.agents.compat.openai import (
     AsyncAzureOpenAI,
     AsyncOpenAI,
     AzureOpenAI,
     OpenAI,
-    journaled,
 )
 
 __all__ = [
+    "Anthropic",
+    "AnthropicBedrock",
+    "AnthropicVertex",
+    "AsyncAnthropic",
+    "AsyncAnthropicBedrock",
+    "AsyncAnthropicVertex",
     "AsyncAzureOpenAI",
     "AsyncBedrockOpenAI",
     "AsyncOpenAI",

@@ -1,16 +1,17 @@
-"""The OpenAI drop-in's surface table, as data: what a run journals, passes through or refuses.
+"""What a surface table is: each drop-in's calls journaled, passed through or refused, as data.
 
-Read it against the spec's table row by row. A dotted path is what the caller writes after
-`client.` (`chat.completions.create`); the longest row that is a prefix of the called path
-decides. A path no row covers takes the verdict its nearest parent in `UNLISTED` gives: new
-methods under the generation resources are refused until they are classified here, anything
-else new counts as one more non-generation surface.
+A dotted path is what the caller writes after `client.` (`messages.create`); the longest row
+that is a prefix of the called path decides. A path no row covers takes the verdict its nearest
+parent in `unlisted` gives: new methods under a generation resource are refused until they are
+classified, anything else new counts as one more non-generation surface.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 
 class Verdict(Enum):
@@ -21,8 +22,6 @@ class Verdict(Enum):
 
 J, P, R = Verdict.JOURNALED, Verdict.PASSED_THROUGH, Verdict.REFUSED
 
-_USE_CREATE = "use `create(...)` or its `parse` / `stream` helpers instead"
-
 
 @dataclass(frozen=True, slots=True)
 class Surface:
@@ -31,141 +30,54 @@ class Surface:
     fix: str = ""
 
 
-SURFACES: tuple[Surface, ...] = (
-    # -- journaled: the generation calls and the SDK helpers built on them ---------------------
-    Surface("chat.completions.create", J),
-    Surface("chat.completions.parse", J),
-    Surface("chat.completions.stream", J),
-    Surface("responses.create", J),
-    Surface("responses.parse", J),
-    Surface("responses.stream", J),  # but see `response_id=` in REFUSED_ARGUMENTS
-    # -- passed through unjournaled: non-generation surfaces ------------------------------------
-    Surface("embeddings", P),
-    Surface("files", P),
-    Surface("models", P),
-    Surface("responses.delete", P),
-    Surface("responses.input_items", P),
-    Surface("responses.input_tokens", P),
-    Surface("beta.assistants", P),
-    # stored chat completions: reads and metadata edits, nothing is generated
-    Surface("chat.completions.list", P),
-    Surface("chat.completions.retrieve", P),
-    Surface("chat.completions.update", P),
-    Surface("chat.completions.delete", P),
-    Surface("chat.completions.messages", P),
-    # -- refused: each would call the provider live again on every replay ---------------------
-    Surface("completions", R, "use `chat.completions.create` or `responses.create`"),
-    Surface("audio", R, "call it inside `ctx.step` or a `@tool`, whose result is journaled"),
-    Surface("images", R, "call it inside `ctx.step` or a `@tool`, whose result is journaled"),
-    Surface("videos", R, "call it inside `ctx.step` or a `@tool`, whose result is journaled"),
-    Surface("realtime", R, "use `chat.completions.create` or `responses.create`"),
-    Surface("beta.chat", R, "`beta.chat.completions.parse` is `chat.completions.parse`"),
-    Surface("beta.realtime", R, "use `chat.completions.create` or `responses.create`"),
-    Surface("beta.threads", R, "use `responses.create` (chain with `previous_response_id`)"),
-    Surface("responses.retrieve", R, "keep the `Response` that `responses.create` returned"),
-    Surface("responses.cancel", R, "do not start background responses inside a run"),
-    Surface("responses.compact", R, "send the input you want with `responses.create`"),
-    Surface("responses.connect", R, "use `responses.create(stream=True)`"),
-    Surface("with_raw_response", R, _USE_CREATE),
-    Surface("with_streaming_response", R, _USE_CREATE),
-    Surface("chat.with_raw_response", R, _USE_CREATE),
-    Surface("chat.with_streaming_response", R, _USE_CREATE),
-    Surface("chat.completions.with_raw_response", R, _USE_CREATE),
-    Surface("chat.completions.with_streaming_response", R, _USE_CREATE),
-    Surface("responses.with_raw_response", R, _USE_CREATE),
-    Surface("responses.with_streaming_response", R, _USE_CREATE),
-    Surface("beta.with_raw_response", R, _USE_CREATE),
-    Surface("beta.with_streaming_response", R, _USE_CREATE),
-)
+def any_value(value: Any) -> bool:
+    return True
 
-_UNCLASSIFIED = (
-    "this openai release has it but the drop-in has not classified it yet; use "
-    "`chat.completions.create` or `responses.create`"
-)
 
-# The verdict for a path no row covers, by its nearest listed parent ("" is the client).
-UNLISTED: dict[str, Surface] = {
-    "": Surface("", P),
-    "beta": Surface("beta", P),
-    "chat": Surface("chat", R, _UNCLASSIFIED),
-    "chat.completions": Surface("chat.completions", R, _UNCLASSIFIED),
-    "responses": Surface("responses", R, _UNCLASSIFIED),
-}
+def is_true(value: Any) -> bool:
+    return value is True
 
 
 @dataclass(frozen=True, slots=True)
 class RefusedArgument:
-    """An argument that makes an otherwise journaled call unjournalable."""
+    """An argument that makes an otherwise journaled call unjournalable: `refused` is asked
+    about any value the caller gave (not None, not the SDK's "not given")."""
 
     surfaces: tuple[str, ...]
     argument: str
-    refused_when: str  # "true": the value is True; "given": any value other than None
+    refused: Callable[[Any], bool]
     fix: str
 
 
-_RESPONSES = ("responses.create", "responses.parse", "responses.stream")
-
-REFUSED_ARGUMENTS: tuple[RefusedArgument, ...] = (
-    RefusedArgument(
-        _RESPONSES, "background", "true", "run the call in the foreground (drop `background=True`)"
-    ),
-    RefusedArgument(
-        _RESPONSES,
-        "conversation",
-        "given",
-        "a conversation is mutable server state; chain with `previous_response_id` or send the "
-        "full `input`",
-    ),
-    RefusedArgument(
-        ("responses.stream",),
-        "response_id",
-        "given",
-        "it re-reads stored server state; start the stream with `input=` instead",
-    ),
-    RefusedArgument(
-        ("responses.stream",),
-        "starting_after",
-        "given",
-        "it re-reads stored server state; start the stream with `input=` instead",
-    ),
-)
-
-# `tools=` on these surfaces: types OpenAI's servers do not run with side effects.
-TOOL_SURFACES: tuple[str, ...] = _RESPONSES
-ALLOWED_TOOL_TYPES: frozenset[str] = frozenset(
-    {
-        "function",
-        "custom",
-        "computer",
-        "local_shell",
-        "apply_patch",
-        "shell",
-        "file_search",
-        "tool_search",
-    }
-)
-ALLOWED_TOOL_PREFIXES: tuple[str, ...] = ("web_search",)
-# A `shell` tool is allowed only without an environment or with one of these types.
-LOCAL_SHELL_ENVIRONMENTS: frozenset[str] = frozenset({"local"})
-TOOL_FIX = (
-    "OpenAI's servers run it with side effects a replay cannot undo; call the model inside "
-    "`ctx.step` or a `@tool` (the unit's result is journaled), or leave the tool out"
-)
+def _no_tool_rule(kind: str | None, tool: Any) -> bool:
+    return True
 
 
-def classify(path: str) -> Surface:
-    """The row that decides `path`: the longest listed prefix, else its parent's default."""
-    parts = path.split(".")
-    rows = _BY_PATH
-    for end in range(len(parts), 0, -1):
-        row = rows.get(".".join(parts[:end]))
-        if row is not None:
-            return row
-    for end in range(len(parts) - 1, -1, -1):
-        default = UNLISTED.get(".".join(parts[:end]))
-        if default is not None:
-            return default
-    return UNLISTED[""]
+@dataclass(frozen=True)
+class SurfaceTable:
+    """One provider's table, its refused arguments and which `tools=` entries a run allows."""
 
+    rows: tuple[Surface, ...]
+    unlisted: dict[str, Surface]
+    refused_arguments: tuple[RefusedArgument, ...] = ()
+    tool_surfaces: tuple[str, ...] = ()
+    # Whether a `tools=` entry of this `type` (None when it has none) may run in a run.
+    tool_allowed: Callable[[str | None, Any], bool] = _no_tool_rule
+    tool_fix: str = ""
+    _by_path: dict[str, Surface] = field(init=False, repr=False, compare=False)
 
-_BY_PATH: dict[str, Surface] = {row.path: row for row in SURFACES}
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_by_path", {row.path: row for row in self.rows})
+
+    def classify(self, path: str) -> Surface:
+        """The row that decides `path`: the longest listed prefix, else its parent's default."""
+        parts = path.split(".")
+        for end in range(len(parts), 0, -1):
+            row = self._by_path.get(".".join(parts[:end]))
+            if row is not None:
+                return row
+        for end in range(len(parts) - 1, -1, -1):
+            default = self.unlisted.get(".".join(parts[:end]))
+            if default is not None:
+                return default
+        return self.unlisted[""]

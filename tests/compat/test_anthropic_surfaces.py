@@ -1,0 +1,168 @@
+"""The Anthropic drop-in's surface table, row by row, over a stand-in provider."""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+import anthropic
+import pytest
+
+from pyrula.agents import AgentContext, UnjournaledSurface, agent
+from pyrula.agents.compat._anthropic_surfaces import ANTHROPIC, SURFACES
+from pyrula.agents.compat.anthropic import AsyncAnthropic
+from tests.compat.anthropic_stub import MSG, upstream
+from tests.compat.test_openai_surfaces import park_and_resume
+from tests.providers import ANTHROPIC_LIB
+from tests.runtime.helpers import run_to_rest
+
+_RAW = ("with_raw_response", "with_streaming_response")
+_GEN = ("messages", "beta.messages")
+
+# The spec's table, typed out independently of `_anthropic_surfaces.SURFACES`.
+EXPECTED: dict[str, str] = {
+    "messages.create": "journaled",
+    "messages.stream": "journaled",
+    "messages.parse": "journaled",
+    "beta.messages.create": "journaled",
+    "beta.messages.stream": "journaled",
+    "beta.messages.parse": "journaled",
+    "messages.batches.create": "journaled",
+    "beta.messages.batches.create": "journaled",
+    "beta.dreams.create": "journaled",
+    "messages.count_tokens": "passed through",
+    "beta.messages.count_tokens": "passed through",
+    "messages.batches": "passed through",
+    "beta.messages.batches": "passed through",
+    "beta.dreams": "passed through",
+    "models": "passed through",
+    "files": "passed through",
+    "beta.agents": "passed through",
+    "completions": "refused",
+    "beta.messages.thread": "refused",
+    "beta.messages.tool_runner": "refused",
+    "beta.sessions": "refused",
+    "beta.deployments": "refused",
+    "beta.deployment_runs": "refused",
+    **{raw: "refused" for raw in _RAW},
+    **{f"{base}.{raw}": "refused" for base in ("beta", *_GEN) for raw in _RAW},
+    **{f"{base}.batches.{raw}": "refused" for base in _GEN for raw in _RAW},
+}
+
+_BATCH = {"requests": [{"custom_id": "a", "params": MSG}]}
+_DREAM = {"inputs": [{"type": "sessions", "session_ids": ["s"]}], "model": "claude-test"}
+
+# One call per row: (what the caller writes after `client.`, its arguments).
+CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "messages.create": ("messages.create", MSG),
+    "messages.stream": ("messages.stream", MSG),
+    "messages.parse": ("messages.parse", MSG),
+    "beta.messages.create": ("beta.messages.create", MSG),
+    "beta.messages.stream": ("beta.messages.stream", MSG),
+    "beta.messages.parse": ("beta.messages.parse", MSG),
+    "messages.batches.create": ("messages.batches.create", _BATCH),
+    "beta.messages.batches.create": ("beta.messages.batches.create", _BATCH),
+    "beta.dreams.create": ("beta.dreams.create", _DREAM),
+    "messages.count_tokens": ("messages.count_tokens", {"model": "c", "messages": MSG["messages"]}),
+    "beta.messages.count_tokens": (
+        "beta.messages.count_tokens",
+        {"model": "c", "messages": MSG["messages"]},
+    ),
+    "messages.batches": ("messages.batches.retrieve", {"message_batch_id": "msgbatch_1"}),
+    "beta.messages.batches": ("beta.messages.batches.retrieve", {"message_batch_id": "msgbatch_1"}),
+    "beta.dreams": ("beta.dreams.list", {}),
+    "models": ("models.list", {}),
+    "files": ("files.list", {}),
+    "beta.agents": ("beta.agents.list", {}),
+    "completions": ("completions.create", {"model": "c", "prompt": "p", "max_tokens_to_sample": 1}),
+    "beta.messages.thread": ("beta.messages.thread", {}),
+    "beta.messages.tool_runner": ("beta.messages.tool_runner", {**MSG, "tools": []}),
+    "beta.sessions": ("beta.sessions.list", {}),
+    "beta.deployments": ("beta.deployments.list", {}),
+    "beta.deployment_runs": ("beta.deployment_runs.list", {}),
+    **{raw: (f"{raw}.messages.create", MSG) for raw in _RAW},
+    **{f"beta.{raw}": (f"beta.{raw}.messages.create", MSG) for raw in _RAW},
+    **{f"{b}.{raw}": (f"{b}.{raw}.create", MSG) for b in _GEN for raw in _RAW},
+    **{
+        f"{b}.batches.{raw}": (f"{b}.batches.{raw}.create", _BATCH)
+        for b in _GEN
+        for raw in _RAW
+    },
+}  # fmt: skip
+
+
+def make_client(stub: Any, **kw: Any) -> AsyncAnthropic:
+    return AsyncAnthropic(
+        api_key="sk-ant-unused",
+        base_url="http://anthropic.test",
+        http_client=ANTHROPIC_LIB.AsyncClient(transport=stub.transport()),
+        max_retries=0,
+        **kw,
+    )
+
+
+def _present(client: Any, call: str) -> bool:
+    target = client
+    for name in call.split("."):
+        if not hasattr(target, name):
+            return False
+        target = getattr(target, name)
+    return True
+
+
+async def invoke(client: Any, call: str, kwargs: dict[str, Any]) -> Any:
+    target = client
+    for name in call.split("."):
+        target = getattr(target, name)
+    result = target(**kwargs)
+    if hasattr(result, "__aenter__") and call.endswith(".stream"):
+        async with result as stream:
+            return [event async for event in stream]
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def test_the_table_is_the_spec_table():
+    assert {row.path: row.verdict.value for row in SURFACES} == EXPECTED
+    assert set(CALLS) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("path", sorted(EXPECTED))
+def test_surface_row_in_a_run(path):
+    verdict = EXPECTED[path]
+    assert ANTHROPIC.classify(path).verdict.value == verdict
+    call, kwargs = CALLS[path]
+    stub = upstream()
+    if not _present(make_client(stub), call):
+        pytest.skip(f"anthropic {anthropic.__version__} has no `{call}`")
+    if verdict == "refused":
+        caught: list[BaseException] = []
+
+        @agent(name=f"anthropic_refused_{path}")
+        async def refused(ctx: AgentContext) -> None:
+            try:
+                await invoke(make_client(stub), call, kwargs)
+            except UnjournaledSurface as exc:
+                caught.append(exc)
+
+        run_to_rest(refused)
+        assert stub.seen == [] and len(caught) == 1
+        assert f"`{call}`" in str(caught[0]) or f"`{path}" in str(caught[0])
+        return
+
+    async def body(ctx: AgentContext) -> None:
+        client = make_client(stub)
+        await invoke(client, call, kwargs)
+        # The next journaled call shows whether the one above took a journal position.
+        await client.messages.create(**{**MSG, "model": "claude-after"})
+
+    handle = park_and_resume(body, f"anthropic_row_{path}")
+    done = [e.payload for e in handle.events() if e.type == "llm:done"]
+    if verdict == "journaled":
+        assert len(stub.seen) == 2, stub.seen  # both calls once; the resume sent nothing
+        assert [d["position"] for d in done] == ["main/llm0", "main/llm1"]
+    else:
+        assert len(stub.seen) == 3, stub.seen  # the passthrough ran again on resume
+        assert stub.seen[0] == stub.seen[2] and stub.seen[1] == "POST /messages"
+        assert [d["position"] for d in done] == ["main/llm0"]
