@@ -18,7 +18,7 @@ import warnings
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import httpx
 import httpx2
@@ -234,7 +234,9 @@ def _guarded_call(fn: Callable[..., Any], path: str, client: Any) -> Callable[..
         refusal = _refused_argument(provider, path, kwargs)
         if refusal is not None:
             raise UnjournaledSurface(refusal)
-        return _framed(fn, args, kwargs, client, path)
+        return framed(
+            fn, args, kwargs, _StainlessOutcomes(client), manager=path.endswith(".stream")
+        )
 
     return call
 
@@ -249,8 +251,17 @@ _CONNECT_FAILURES = (
 )
 
 
+class Outcomes(Protocol):
+    """How one SDK reports a call's outcome: what a journaled failure replays as, and which
+    exceptions mean the request had left (so the failure is the call's outcome)."""
+
+    def rebuilt(self, replayed: ReplayedFailure) -> BaseException: ...
+
+    def sent_failure(self, exc: BaseException) -> dict[str, str] | None: ...
+
+
 @contextlib.contextmanager
-def _call_frame(client: Any) -> Iterator[None]:
+def call_frame(outcomes: Outcomes) -> Iterator[None]:
     """One journaled SDK call: its retries share a position, and an error it ends in is
     journaled, then raised again on replay without sending anything."""
     frame = CallFrame()
@@ -258,49 +269,60 @@ def _call_frame(client: Any) -> Iterator[None]:
     try:
         yield
     except ReplayedFailure as replayed:
-        raise _rebuilt(client, replayed) from None
+        raise outcomes.rebuilt(replayed) from None
     except BaseException as exc:
-        _ended(client._pyrula_provider, frame, exc)
+        # The SDK gave up: journal a provider error, or a transport failure after the request
+        # went out; a failure before sending (a rejected argument, no connection) is not.
+        attempt = current_attempt.get()
+        if attempt is not None:
+            attempt.end_call(frame, outcomes.sent_failure(exc))
         raise
     finally:
         current_call.reset(token)
 
 
-def _framed(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], client: Any, path: str
+def framed(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    outcomes: Outcomes,
+    *,
+    manager: bool = False,
 ) -> Any:
-    with _call_frame(client):
+    """Call `fn` as one journaled call; `manager` when it returns a stream manager whose request
+    goes out on entering it."""
+    with call_frame(outcomes):
         result = fn(*args, **kwargs)
     if inspect.iscoroutine(result):
-        return _framed_async(result, client)
-    if path.endswith(".stream"):
-        return _FramedStreamManager(result, client)  # the request goes out on entering it
+        return _framed_async(result, outcomes)
+    if manager:
+        return _FramedStreamManager(result, outcomes)
     return result
 
 
-async def _framed_async(awaitable: Awaitable[T], client: Any) -> T:
-    with _call_frame(client):
+async def _framed_async(awaitable: Awaitable[T], outcomes: Outcomes) -> T:
+    with call_frame(outcomes):
         return await awaitable
 
 
 class _FramedStreamManager:
     """A `stream(...)` helper's manager, whose request (sent on entering it) is one call."""
 
-    __slots__ = ("_pyrula_client", "_pyrula_manager")
+    __slots__ = ("_pyrula_manager", "_pyrula_outcomes")
 
-    def __init__(self, manager: Any, client: Any) -> None:
+    def __init__(self, manager: Any, outcomes: Outcomes) -> None:
         self._pyrula_manager = manager
-        self._pyrula_client = client
+        self._pyrula_outcomes = outcomes
 
     def __enter__(self) -> Any:
-        with _call_frame(self._pyrula_client):
+        with call_frame(self._pyrula_outcomes):
             return self._pyrula_manager.__enter__()
 
     def __exit__(self, *exc_info: Any) -> Any:
         return self._pyrula_manager.__exit__(*exc_info)
 
     async def __aenter__(self) -> Any:
-        with _call_frame(self._pyrula_client):
+        with call_frame(self._pyrula_outcomes):
             return await self._pyrula_manager.__aenter__()
 
     async def __aexit__(self, *exc_info: Any) -> Any:
@@ -310,38 +332,44 @@ class _FramedStreamManager:
         return getattr(self._pyrula_manager, name)
 
 
-def _ended(provider: Provider, frame: CallFrame, exc: BaseException) -> None:
-    """The SDK gave up: journal a provider error, or a connection lost after the request went
-    out; a failure before sending (a rejected argument, no connection made) is not journaled."""
-    attempt = current_attempt.get()
-    if attempt is None:
-        return
-    failure = None
-    if isinstance(exc, provider.sdk.APIConnectionError) and not isinstance(
-        exc.__cause__, _CONNECT_FAILURES
-    ):
-        failure = {"type": type(exc).__name__, "message": str(exc)}
-    attempt.end_call(frame, failure)
+class _StainlessOutcomes:
+    """Outcomes of the Stainless-built SDKs (openai, anthropic), which share their error model."""
 
+    __slots__ = ("_client",)
 
-def _rebuilt(client: Any, replayed: ReplayedFailure) -> Exception:
-    """The SDK's own exception for a journaled error, on the replaying client's HTTP stack."""
-    sdk = client._pyrula_provider.sdk
-    record = replayed.record
-    lib: Any = httpx2 if isinstance(client._client, httpx2.Client | httpx2.AsyncClient) else httpx
-    request = lib.Request(record.method, record.url.split("?", 1)[0])
-    failure = record.extra.get("failure")
-    if isinstance(failure, dict):
-        if failure.get("type") == sdk.APITimeoutError.__name__:
-            return sdk.APITimeoutError(request=request)  # type: ignore[no-any-return]
-        message = str(failure.get("message") or "Connection error.")
-        return sdk.APIConnectionError(message=message, request=request)  # type: ignore[no-any-return]
-    headers = [(k, v) for k, v in record.headers if k.lower() in ERROR_HEADERS]
-    response = lib.Response(record.status, headers=headers, content=replayed.body, request=request)
-    error = client._make_status_error_from_response(response)
-    if not replayed.body:
-        error.body = None  # not kept (too large), so not guessed at
-    return error  # type: ignore[no-any-return]
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def sent_failure(self, exc: BaseException) -> dict[str, str] | None:
+        sdk = self._client._pyrula_provider.sdk
+        if isinstance(exc, sdk.APIConnectionError) and not isinstance(
+            exc.__cause__, _CONNECT_FAILURES
+        ):
+            return {"type": type(exc).__name__, "message": str(exc)}
+        return None
+
+    def rebuilt(self, replayed: ReplayedFailure) -> BaseException:
+        """The SDK's own exception for a journaled error, on the client's HTTP stack."""
+        client = self._client
+        sdk = client._pyrula_provider.sdk
+        record = replayed.record
+        stack = (httpx2.Client, httpx2.AsyncClient)
+        lib: Any = httpx2 if isinstance(client._client, stack) else httpx
+        request = lib.Request(record.method, record.url.split("?", 1)[0])
+        failure = record.extra.get("failure")
+        if isinstance(failure, dict):
+            if failure.get("type") == sdk.APITimeoutError.__name__:
+                return sdk.APITimeoutError(request=request)  # type: ignore[no-any-return]
+            message = str(failure.get("message") or "Connection error.")
+            return sdk.APIConnectionError(message=message, request=request)  # type: ignore[no-any-return]
+        headers = [(k, v) for k, v in record.headers if k.lower() in ERROR_HEADERS]
+        response = lib.Response(
+            record.status, headers=headers, content=replayed.body, request=request
+        )
+        error = client._make_status_error_from_response(response)
+        if not replayed.body:
+            error.body = None  # not kept (too large), so not guessed at
+        return error  # type: ignore[no-any-return]
 
 
 # -- guarding a client's resources -------------------------------------------------------------
