@@ -7,10 +7,19 @@ import nox
 nox.options.sessions = ["lint", "tests"]
 nox.options.reuse_existing_virtualenvs = True
 
-# httpx2: openai 3.x and anthropic 2.x. httpx: openai 2.x and anthropic 0.x.
+# httpx2: openai 3.x, anthropic 2.x and google-genai 3.x. httpx: openai 2.x, anthropic 0.x and
+# google-genai 1.x/2.x. instructor caps jiter below what openai 3.x needs, so it is tested on the
+# httpx leg only (SDK-FACTS.md).
+_BOTH = ["boto3>=1.38,<2"]
 STACKS = {
-    "httpx2": ["openai>=3.41,<4", "anthropic>=2.3,<3"],
-    "httpx": ["openai>=2.2,<3", "anthropic>=0.47,<1"],
+    "httpx2": ["openai>=3.41,<4", "anthropic>=2.3,<3", "google-genai>=3,<4", *_BOTH],
+    "httpx": [
+        "openai>=2.2,<3",
+        "anthropic>=0.47,<1",
+        "google-genai>=1.46,<3",
+        "instructor>=1.17,<2",
+        *_BOTH,
+    ],
 }
 
 
