@@ -525,3 +525,30 @@ def test_a_converted_bedrock_client_keeps_the_resources_the_sdk_assigned():
     assert client.messages._pyrula_target is messages
     assert asyncio.iscoroutinefunction(compat.AsyncAnthropic.__init__) is False
     assert json.dumps(compat.__all__)
+
+
+def test_local_failures_on_bedrock_are_not_journaled(monkeypatch, tmp_path):
+    pytest.importorskip("botocore")
+    for name in [n for n in __import__("os").environ if n.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")  # no credential lookup on the network
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    stub = upstream()
+    client = compat.AsyncAnthropicBedrock(
+        aws_region="us-east-1",
+        base_url="http://bedrock.test",
+        http_client=ANTHROPIC_LIB.AsyncClient(transport=stub.transport()),
+    )
+    raised: list[str] = []
+
+    async def body(ctx: AgentContext) -> None:
+        for call in (_batch, _create):  # Bedrock has no batch API; no credentials to sign with
+            try:
+                await call(client)
+            except Exception as exc:
+                raised.append(type(exc).__name__)
+
+    handle = park_and_resume(body, "anthropic_bedrock_local")
+    assert stub.seen == [] and len(raised) == 4 and raised[:2] == raised[2:]
+    assert [e for e in handle.events() if e.type == "llm:done"] == []
