@@ -552,3 +552,42 @@ def test_local_failures_on_bedrock_are_not_journaled(monkeypatch, tmp_path):
     handle = park_and_resume(body, "anthropic_bedrock_local")
     assert stub.seen == [] and len(raised) == 4 and raised[:2] == raised[2:]
     assert [e for e in handle.events() if e.type == "llm:done"] == []
+
+
+def test_breaking_out_on_message_stop_leaves_the_call_journaled():
+    stub = upstream()
+    kinds: list[list[str]] = []
+
+    async def body(ctx: AgentContext) -> None:
+        stream = await make_client(stub).messages.create(**MSG, stream=True)
+        seen = []
+        async for event in stream:
+            seen.append(event.type)
+            if event.type == "message_stop":
+                break
+        await stream.close()
+        kinds.append(seen)
+
+    handle = park_and_resume(body, "anthropic_break_on_stop")
+    assert len(stub.seen) == 1 and kinds[0] == kinds[1] and kinds[0][-1] == "message_stop"
+    [done] = [e.payload for e in handle.events() if e.type == "llm:done"]
+    assert done["estimated"] is False and done["output_tokens"] == 3
+
+
+def test_a_stream_without_message_stop_raises_and_replays_the_error():
+    from pyrula.agents import ProviderStreamTruncated
+    from tests.providers import anthropic_sse, sse_reply
+
+    stub = Upstream(ANTHROPIC_LIB, lambda request: sse_reply(anthropic_sse("Pong .", stop=False)))
+    caught: list[str] = []
+
+    async def body(ctx: AgentContext) -> None:
+        try:
+            stream = await make_client(stub).messages.create(**MSG, stream=True)
+            async for _event in stream:
+                pass
+        except ProviderStreamTruncated as exc:
+            caught.append(str(exc))
+
+    park_and_resume(body, "anthropic_truncated")
+    assert len(stub.calls) == 1 and len(caught) == 2 and caught[0] == caught[1]
