@@ -177,3 +177,18 @@ def anthropic_client(upstream: Upstream, *, is_async: bool = False, **kw: Any) -
 
 def ask(text: str) -> list[dict[str, str]]:
     return [{"role": "user", "content": text}]
+
+
+def logged_upstream(
+    lib: Any, reply: Callable[[Any], tuple[int, dict[str, str], list[bytes]]], prefix: str = "/v1"
+) -> Upstream:
+    """A stub provider whose `.seen` lists each request that reached it as "METHOD /path"."""
+    seen: list[str] = []
+
+    def logged(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
+        seen.append(f"{request.method} {request.url.path.removeprefix(prefix)}")
+        return reply(request)
+
+    stub = Upstream(lib, logged)
+    stub.seen = seen  # type: ignore[attr-defined]
+    return stub

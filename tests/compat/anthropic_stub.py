@@ -14,6 +14,7 @@ from tests.providers import (
     anthropic_message,
     anthropic_sse,
     json_reply,
+    logged_upstream,
     sse_reply,
 )
 
@@ -92,12 +93,4 @@ def _reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
 
 def upstream(lib: Any = ANTHROPIC_LIB) -> Upstream:
     """A stub provider; `.seen` lists each request that reached it as "METHOD /path"."""
-    seen: list[str] = []
-
-    def reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
-        seen.append(f"{request.method} {request.url.path.removeprefix('/v1')}")
-        return _reply(request)
-
-    stub = Upstream(lib, reply)
-    stub.seen = seen  # type: ignore[attr-defined]
-    return stub
+    return logged_upstream(lib, _reply)

@@ -5,7 +5,15 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.providers import OPENAI_LIB, Upstream, chat_completion, chat_sse, json_reply, sse_reply
+from tests.providers import (
+    OPENAI_LIB,
+    Upstream,
+    chat_completion,
+    chat_sse,
+    json_reply,
+    logged_upstream,
+    sse_reply,
+)
 
 ANSWER = '{"answer": "Pong."}'
 
@@ -96,12 +104,4 @@ def _reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
 
 def upstream(lib: Any = OPENAI_LIB) -> Upstream:
     """A stub provider; `.seen` lists each request that reached it as "METHOD /path"."""
-    seen: list[str] = []
-
-    def reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
-        seen.append(f"{request.method} {request.url.path.removeprefix('/v1')}")
-        return _reply(request)
-
-    stub = Upstream(lib, reply)
-    stub.seen = seen  # type: ignore[attr-defined]
-    return stub
+    return logged_upstream(lib, _reply)

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Any
 
 import anthropic
 import pytest
 
-from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.agents.compat._anthropic_surfaces import ANTHROPIC, SURFACES
 from pyrula.agents.compat.anthropic import AsyncAnthropic
 from tests.compat.anthropic_stub import MSG, upstream
-from tests.compat.test_openai_surfaces import park_and_resume
+from tests.compat.rows import check_row
 from tests.providers import ANTHROPIC_LIB
-from tests.runtime.helpers import run_to_rest
 
 _RAW = ("with_raw_response", "with_streaming_response")
 _GEN = ("messages", "beta.messages")
@@ -110,19 +107,6 @@ def _present(client: Any, call: str) -> bool:
     return True
 
 
-async def invoke(client: Any, call: str, kwargs: dict[str, Any]) -> Any:
-    target = client
-    for name in call.split("."):
-        target = getattr(target, name)
-    result = target(**kwargs)
-    if hasattr(result, "__aenter__") and call.endswith(".stream"):
-        async with result as stream:
-            return [event async for event in stream]
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
 def test_the_table_is_the_spec_table():
     assert {row.path: row.verdict.value for row in SURFACES} == EXPECTED
     assert set(CALLS) == set(EXPECTED)
@@ -132,37 +116,9 @@ def test_the_table_is_the_spec_table():
 def test_surface_row_in_a_run(path):
     verdict = EXPECTED[path]
     assert ANTHROPIC.classify(path).verdict.value == verdict
-    call, kwargs = CALLS[path]
     stub = upstream()
+    call = CALLS[path][0]
     if not _present(make_client(stub), call):
         pytest.skip(f"anthropic {anthropic.__version__} has no `{call}`")
-    if verdict == "refused":
-        caught: list[BaseException] = []
-
-        @agent(name=f"anthropic_refused_{path}")
-        async def refused(ctx: AgentContext) -> None:
-            try:
-                await invoke(make_client(stub), call, kwargs)
-            except UnjournaledSurface as exc:
-                caught.append(exc)
-
-        run_to_rest(refused)
-        assert stub.seen == [] and len(caught) == 1
-        assert f"`{call}`" in str(caught[0]) or f"`{path}" in str(caught[0])
-        return
-
-    async def body(ctx: AgentContext) -> None:
-        client = make_client(stub)
-        await invoke(client, call, kwargs)
-        # The next journaled call shows whether the one above took a journal position.
-        await client.messages.create(**{**MSG, "model": "claude-after"})
-
-    handle = park_and_resume(body, f"anthropic_row_{path}")
-    done = [e.payload for e in handle.events() if e.type == "llm:done"]
-    if verdict == "journaled":
-        assert len(stub.seen) == 2, stub.seen  # both calls once; the resume sent nothing
-        assert [d["position"] for d in done] == ["main/llm0", "main/llm1"]
-    else:
-        assert len(stub.seen) == 3, stub.seen  # the passthrough ran again on resume
-        assert stub.seen[0] == stub.seen[2] and stub.seen[1] == "POST /messages"
-        assert [d["position"] for d in done] == ["main/llm0"]
+    follow_up = ("messages.create", {**MSG, "model": "claude-after"}, "POST /messages")
+    check_row(verdict, path, CALLS[path], lambda: make_client(stub), stub.seen, follow_up)

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pydantic
 import pytest
 
-from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.agents.compat._openai_surfaces import OPENAI, SURFACES
 from pyrula.agents.compat.openai import AsyncOpenAI
-from pyrula.runtime import answer
 from tests.compat.openai_stub import upstream
+from tests.compat.rows import check_row, invoke, park_and_resume  # noqa: F401
 from tests.providers import OPENAI_LIB
-from tests.runtime.helpers import drive, new_store, run_to_rest
 
 # The spec's table, typed out independently of `_surfaces.SURFACES`.
 EXPECTED = {
@@ -131,37 +127,6 @@ def make_client(stub: Any) -> AsyncOpenAI:
     )
 
 
-async def invoke(client: Any, call: str, kwargs: dict[str, Any]) -> Any:
-    target = client
-    for name in call.split("."):
-        target = getattr(target, name)
-    result = target(**kwargs)
-    if hasattr(result, "__aenter__") and call.endswith(".stream"):
-        async with result as stream:
-            return [event async for event in stream]
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
-def park_and_resume(body: Callable[[AgentContext], Awaitable[Any]], name: str) -> Any:
-    """Run `body`, park the run on an interrupt, answer it, and drive the resumed attempt."""
-
-    @agent(name=name)
-    async def parked(ctx: AgentContext) -> Any:
-        await body(ctx)
-        await ctx.interrupt("go on?")
-        return "done"
-
-    store = new_store()
-    handle = run_to_rest(parked, store=store)
-    assert handle.record.status == "parked"
-    answer(handle.id, "yes", store=store)
-    drive(store)
-    assert handle.record.status == "completed", handle.events()[-1].payload
-    return handle
-
-
 def test_the_table_is_the_spec_table():
     assert {row.path: row.verdict.value for row in SURFACES} == EXPECTED
     assert set(CALLS) == set(EXPECTED)
@@ -171,35 +136,7 @@ def test_the_table_is_the_spec_table():
 def test_surface_row_in_a_run(path):
     verdict = EXPECTED[path]
     assert OPENAI.classify(path).verdict.value == verdict
-    call, kwargs = CALLS[path]
     stub = upstream()
-    if verdict == "refused":
-        caught: list[BaseException] = []
-
-        @agent(name=f"compat_refused_{path}")
-        async def refused(ctx: AgentContext) -> None:
-            try:
-                await invoke(make_client(stub), call, kwargs)
-            except UnjournaledSurface as exc:
-                caught.append(exc)
-
-        run_to_rest(refused)
-        assert stub.seen == [] and len(caught) == 1
-        assert f"`{call}`" in str(caught[0]) or f"`{path}" in str(caught[0])
-        return
-
-    async def body(ctx: AgentContext) -> None:
-        client = make_client(stub)
-        await invoke(client, call, kwargs)
-        # The next journaled call shows whether the one above took a journal position.
-        await client.chat.completions.create(**{**_CHAT, "model": "gpt-after"})
-
-    handle = park_and_resume(body, f"compat_row_{path}")
-    done = [e.payload for e in handle.events() if e.type == "llm:done"]
-    if verdict == "journaled":
-        assert len(stub.seen) == 2, stub.seen  # both calls once; the resume sent nothing
-        assert [d["position"] for d in done] == ["main/llm0", "main/llm1"]
-    else:
-        assert len(stub.seen) == 3, stub.seen  # the passthrough ran again on resume
-        assert stub.seen[0] == stub.seen[2] and stub.seen[1] == "POST /chat/completions"
-        assert [d["position"] for d in done] == ["main/llm0"]
+    after = {**_CHAT, "model": "gpt-after"}
+    follow_up = ("chat.completions.create", after, "POST /chat/completions")
+    check_row(verdict, path, CALLS[path], lambda: make_client(stub), stub.seen, follow_up)
