@@ -15,7 +15,13 @@ from typing import Protocol
 
 from pyrula.fingerprints import Canonical, RequestParts, canonicalize
 from pyrula.journal.recorder import Reply
-from pyrula.transport.framing import Completion, Decoder, completion_for, decoder_for
+from pyrula.transport.framing import (
+    Completion,
+    Decoder,
+    completion_for,
+    decoder_for,
+    is_streamed,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +107,7 @@ class Recording:
         self._headers = headers
         self._on_complete = on_complete
         self._started = started
-        self._streamed = "event-stream" in content_type
+        self._streamed = is_streamed(content_type)  # SSE, or AWS `vnd.amazon.eventstream`
         self._frames: list[bytes] = []
         # Bytes after the terminal frame (OpenAI chat's `[DONE]`) are kept by re-committing at
         # the end; a caller that stops right after the terminal frame still leaves a record.

@@ -6,11 +6,16 @@ a streamed answer its own way (SDK-FACTS.md); a plain body is complete at its en
 
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from pyrula.errors import StreamFormatError
+from pyrula.transport import eventstream
 
 
 @dataclass(frozen=True, slots=True)
@@ -140,7 +145,7 @@ class SSECompletion:
 def _json(data: str) -> Any:
     try:
         return json.loads(data)
-    except ValueError:
+    except (ValueError, RecursionError):  # nesting deeper than the parser's limit is garbage too
         return None
 
 
@@ -188,10 +193,109 @@ def _gemini_finished(event: SSEEvent) -> bool:
     return all(isinstance(c, dict) and c.get("finishReason") for c in candidates)
 
 
+class EventStreamCompletion:
+    """An AWS event-stream, complete once `is_terminal` accepts a message.
+
+    Bytes that break the framing leave it incomplete for good: the reply is then journaled as
+    cut short, and the SDK reading the same bytes raises its own checksum error.
+    """
+
+    def __init__(
+        self, is_terminal: Callable[[eventstream.Message], bool], *, eof_ends: bool = False
+    ) -> None:
+        self._decoder = eventstream.EventStreamDecoder()
+        self._is_terminal = is_terminal
+        self._eof_ends = eof_ends
+        self._broken = False
+        self.complete = False
+
+    def feed(self, chunk: bytes) -> None:
+        if self.complete or self._broken:
+            return
+        try:
+            messages = self._decoder.feed(chunk)
+        except StreamFormatError:
+            self._broken = True
+            return
+        if any(self._is_terminal(message) for message in messages):
+            self.complete = True
+
+    def at_eof(self) -> bool:
+        return self.complete or (self._eof_ends and not self._broken)
+
+
+def is_streamed(content_type: str) -> bool:
+    """Whether a reply with this content type is a stream of events (SSE or AWS event-stream)."""
+    return "event-stream" in content_type or eventstream.CONTENT_TYPE in content_type
+
+
+def _aws_error(message: eventstream.Message) -> bool:
+    # A modelled service error (throttlingException, ...) or an unmodelled one: the stream ends.
+    return message.message_type in ("exception", "error")
+
+
+def _converse_finished(message: eventstream.Message) -> bool:
+    """Converse-stream sends `messageStop`, then `metadata` (usage, metrics) last."""
+    return _aws_error(message) or message.event_type == "metadata"
+
+
+def bedrock_chunk(message: eventstream.Message) -> Any:
+    """The JSON a Bedrock `invoke-with-response-stream` chunk carries: its payload is
+    `{"bytes": "<base64 of the model's own event JSON>"}`. None when it is not one."""
+    if message.message_type != "event" or message.event_type != "chunk":
+        return None
+    wrapper = _json_bytes(message.payload)
+    data = wrapper.get("bytes") if isinstance(wrapper, dict) else None
+    if not isinstance(data, str):
+        return None
+    try:
+        return _json_bytes(base64.b64decode(data, validate=True))
+    except (binascii.Error, ValueError):
+        return None
+
+
+def _json_bytes(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        return None
+
+
+def _anthropic_on_bedrock_finished(message: eventstream.Message) -> bool:
+    """Anthropic's own events, one per chunk; the reply is whole at `message_stop`."""
+    if _aws_error(message):
+        return True
+    event = bedrock_chunk(message)
+    return isinstance(event, dict) and event.get("type") in _ANTHROPIC_TERMINALS
+
+
+def eventstream_documents(body: bytes) -> list[Any]:
+    """The JSON each event of a recorded AWS event-stream carries (a Bedrock chunk unwrapped),
+    as far as the bytes are well framed."""
+    decoder = eventstream.EventStreamDecoder()
+    try:
+        messages = decoder.feed(body)
+    except StreamFormatError:
+        return []
+    found = []
+    for message in messages:
+        if message.message_type != "event":
+            continue
+        chunk = bedrock_chunk(message)
+        found.append(chunk if chunk is not None else _json_bytes(message.payload))
+    return found
+
+
 def completion_for(
     surface: str, content_type: str, compared: dict[str, Any], meta: dict[str, Any]
 ) -> Completion:
     """The completion rule for a reply to a request on `surface` with this content type."""
+    if eventstream.CONTENT_TYPE in content_type:
+        if surface == "bedrock.converse":
+            return EventStreamCompletion(_converse_finished)
+        if surface.startswith("anthropic."):  # Anthropic on Bedrock: invoke-with-response-stream
+            return EventStreamCompletion(_anthropic_on_bedrock_finished)
+        return EventStreamCompletion(lambda m: False, eof_ends=True)
     if "text/event-stream" not in content_type:
         return BodyCompletion()
     if surface == "openai.chat":

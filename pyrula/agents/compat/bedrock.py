@@ -1,0 +1,416 @@
+"""The Amazon Bedrock drop-in: the boto3 `bedrock-runtime` client you built, journaled in place.
+
+`journaled_bedrock(client)` leaves the client a boto3 client (your profile, region and `Config`)
+and changes two things on that one instance:
+
+- each operation method is replaced by a guard that applies the surface table below inside a
+  run: `converse` / `converse_stream` run as one journaled call (one journal position, botocore's
+  retries included, its final error journaled), a passed-through operation runs untouched, a
+  refused one raises `UnjournaledSurface` before anything is signed or sent;
+- a `before-send.bedrock-runtime.<Op>` hook for the two journaled operations answers a journaled
+  call with its recorded reply (an `AWSResponse`, nothing sent), and sends a live one itself
+  through the client's own endpoint session (its proxies, timeouts and pool), teeing the reply
+  into the journal as botocore reads it.
+
+Outside a run every call passes through untouched.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+import botocore.exceptions
+from botocore.awsrequest import AWSResponse
+from botocore.client import BaseClient
+
+from pyrula.agents.compat._surfaces import Surface, SurfaceTable, Verdict
+from pyrula.errors import ProviderStreamTruncated, UnjournaledSurface
+from pyrula.fingerprints import Canonical
+from pyrula.runtime.attempt import (
+    CallFrame,
+    ReplayedFailure,
+    current_attempt,
+    current_call,
+    current_scope,
+    runs_bound,
+)
+from pyrula.transport.core import JournalCore, Live, Recording, Replay
+
+__all__ = ["TABLE", "journaled_bedrock"]
+
+T = TypeVar("T")
+J, P, R = Verdict.JOURNALED, Verdict.PASSED_THROUGH, Verdict.REFUSED
+
+SERVICE = "bedrock-runtime"
+_USE_CONVERSE = "use `converse` (or `converse_stream`), whose replies a run journals"
+_IN_A_STEP = "or call it inside `ctx.step` or a `@tool`, whose result is journaled"
+
+# Read it against the spec's "Amazon Bedrock (boto3)" section row by row. A path is the method
+# name the caller writes after `client.`; an operation a newer boto3 adds is refused until it is
+# classified here.
+TABLE = SurfaceTable(
+    rows=(
+        Surface("converse", J),
+        Surface("converse_stream", J),
+        # Not generation (or not billed as one): a resume sends them again.
+        Surface("count_tokens", P),
+        Surface("apply_guardrail", P),
+        Surface("get_async_invoke", P),
+        Surface("list_async_invokes", P),
+        Surface("invoke_model", R, f"{_USE_CONVERSE}, {_IN_A_STEP}"),
+        Surface("invoke_model_with_response_stream", R, f"use `converse_stream`, {_IN_A_STEP}"),
+        Surface("invoke_model_with_bidirectional_stream", R, f"{_USE_CONVERSE}, {_IN_A_STEP}"),
+        Surface("start_async_invoke", R, f"an async job cannot be replayed; {_IN_A_STEP[3:]}"),
+    ),
+    unlisted={
+        "": Surface(
+            "",
+            R,
+            f"this boto3 release has it but the drop-in has not classified it yet; {_USE_CONVERSE}",
+        )
+    },
+)
+
+# `toolConfig.tools` entries: your own tools, and the one server tool that only reads.
+_CLIENT_TOOL_KINDS = frozenset({"toolSpec", "cachePoint"})
+ALLOWED_SYSTEM_TOOLS = frozenset({"nova_grounding"})
+_REFUSED_TOOL = (
+    "cannot be journaled in a run: Bedrock's servers run it, and a replay cannot undo or "
+    "repeat what it did; declare a `toolSpec` tool and run the call yourself in `ctx.step` or "
+    "a `@tool`"
+)
+
+# Set around a journaled operation's call: its `before-send` journals only then, so a method
+# captured before `journaled_bedrock` (or botocore's own calls) sends as usual.
+_in_call: ContextVar[bool] = ContextVar("pyrula_bedrock_call", default=False)
+
+
+# -- converting the client -------------------------------------------------------------------
+
+
+def journaled_bedrock(client: T, *, rate_limit: object | None = None) -> T:
+    """Journal a built boto3 `bedrock-runtime` client's `converse` and `converse_stream` inside
+    a run, in place, and return it."""
+    if rate_limit is not None:
+        # NOT YET SUPPORTED: `pyrula.runtime.ratelimit` is being built; wire its slot in here.
+        raise NotImplementedError(
+            "journaled(client, rate_limit=...) is not yet supported for a boto3 Bedrock client; "
+            "call journaled(client) without it"
+        )
+    if type(client).__module__.split(".")[0] == "instructor":
+        raise TypeError(
+            "journaled() was handed an instructor client, whose calls would skip the journal; "
+            "pass the boto3 client first: "
+            "`instructor.from_bedrock(journaled(client), mode=instructor.Mode.BEDROCK_TOOLS)`"
+        )
+    if not isinstance(client, BaseClient) or client.meta.service_model.service_name != SERVICE:
+        service = client.meta.service_model.service_name if isinstance(client, BaseClient) else ""
+        raise TypeError(
+            f"journaled() takes a boto3 `bedrock-runtime` client, not "
+            f"{f'a {service!r} client' if service else type(client).__name__}; build it with "
+            '`boto3.client("bedrock-runtime", ...)`'
+        )
+    if vars(client).get("_pyrula_journaled"):
+        return client
+    for name, operation in client.meta.method_to_api_mapping.items():
+        method = getattr(client, name, None)  # botocore models some it builds no method for
+        if method is not None:
+            setattr(client, name, _guarded(client, name, operation, method))
+    hook = _JournalHook(client)
+    for operation in ("Converse", "ConverseStream"):
+        client.meta.events.register(
+            f"before-send.{SERVICE}.{operation}", hook, unique_id=f"pyrula-journal-{operation}"
+        )
+    client._pyrula_journaled = True  # type: ignore[attr-defined]
+    return client
+
+
+# -- the surface table, applied to one call --------------------------------------------------
+
+
+def _guarded(
+    client: Any, name: str, operation: str, method: Callable[..., Any]
+) -> Callable[..., Any]:
+    row = TABLE.classify(name)
+
+    @functools.wraps(method)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        attempt = current_attempt.get()
+        if attempt is None:
+            _warn_lost_context(name)
+            return method(*args, **kwargs)
+        if current_scope.get().within != "run":
+            # In a step or tool the unit's result is durable: a converse call is metered, not
+            # journaled, and everything else passes through.
+            if row.verdict is not J:
+                return method(*args, **kwargs)
+            with _calling():
+                return method(*args, **kwargs)
+        if row.verdict is R:
+            raise UnjournaledSurface(
+                f"`{name}` cannot be journaled in a run: its replay would call Bedrock live "
+                f"again; {row.fix}"
+            )
+        if row.verdict is P:
+            return method(*args, **kwargs)
+        refusal = _refused_tool(name, kwargs)
+        if refusal is not None:
+            raise UnjournaledSurface(refusal)
+        if threading.get_ident() == attempt.loop_thread:
+            raise UnjournaledSurface(
+                f"`{name}` of a boto3 client was called on the run's own event loop thread, "
+                "where it would block the run and cannot be journaled; call it through "
+                "`await ctx.to_thread(fn)` (or `ctx.map_threads`)"
+            )
+        with _call_frame(client, operation):
+            return method(*args, **kwargs)
+
+    return call
+
+
+def _refused_tool(name: str, kwargs: dict[str, Any]) -> str | None:
+    config = kwargs.get("toolConfig")
+    tools = config.get("tools") if isinstance(config, dict) else None
+    for tool in tools if isinstance(tools, list) else ():
+        kinds = set(tool) if isinstance(tool, dict) else set()
+        if kinds <= _CLIENT_TOOL_KINDS:
+            continue
+        if kinds == {"systemTool"}:
+            system_tool = tool["systemTool"]
+            tool_name = system_tool.get("name") if isinstance(system_tool, dict) else None
+            if tool_name in ALLOWED_SYSTEM_TOOLS:
+                continue
+            return f"`{name}` with the systemTool {tool_name!r} {_REFUSED_TOOL}"
+        return f"`{name}` with a tool of kind {sorted(kinds)} {_REFUSED_TOOL}"
+    return None
+
+
+_warned_sites: set[str] = set()
+
+
+def _warn_lost_context(name: str) -> None:
+    # A run is executing in this process but this call does not carry its context: a thread
+    # started with threading / ThreadPoolExecutor instead of the run's own.
+    if runs_bound() and name not in _warned_sites:
+        _warned_sites.add(name)
+        warnings.warn(
+            f"a boto3 Bedrock client's `{name}` was called on a thread that does not carry the "
+            "run's context, so the call is not journaled and runs live again on every resume; "
+            "start the thread with `await ctx.to_thread(fn)` or `ctx.map_threads(fn, items)`",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+@contextlib.contextmanager
+def _calling() -> Iterator[None]:
+    token = _in_call.set(True)
+    try:
+        yield
+    finally:
+        _in_call.reset(token)
+
+
+# -- one SDK call, one journal position: its outcome, errors included ------------------------
+
+
+@contextlib.contextmanager
+def _call_frame(client: Any, operation: str) -> Iterator[None]:
+    """One journaled call: botocore's retries share its position, and an error it ends in is
+    journaled, then raised again on replay without signing or sending anything."""
+    frame = CallFrame()
+    token = current_call.set(frame)
+    try:
+        with _calling():
+            yield
+    except ReplayedFailure as replayed:
+        raise _rebuilt(client, operation, replayed) from None
+    except BaseException as exc:
+        _ended(frame, exc)
+        raise
+    finally:
+        current_call.reset(token)
+
+
+def _ended(frame: CallFrame, exc: BaseException) -> None:
+    """botocore gave up: journal a service error, or a failure after the request went out (a
+    read timeout, a dropped connection). A failure before it left (ParamValidationError, no
+    credentials or region, no connection made) is not journaled, so a resume runs it live."""
+    attempt = current_attempt.get()
+    if attempt is None:
+        return
+    failure = None
+    if isinstance(exc, botocore.exceptions.ClientError):
+        failure = {"type": "ClientError", "response": json.dumps(_kept_error(exc.response))}
+    elif isinstance(exc, botocore.exceptions.HTTPClientError):
+        # botocore's connect failures (EndpointConnectionError, ConnectTimeoutError, SSLError,
+        # ProxyConnectionError) derive from its `ConnectionError` instead, and are not kept.
+        failure = {"type": type(exc).__name__, "message": str(exc)}
+    attempt.end_call(frame, failure)
+
+
+def _kept_error(response: dict[str, Any]) -> dict[str, Any]:
+    """The parsed error as a replay rebuilds it: everything but the reply's headers."""
+    metadata = {k: v for k, v in response.get("ResponseMetadata", {}).items() if k != "HTTPHeaders"}
+    return {**response, "ResponseMetadata": metadata}
+
+
+def _rebuilt(client: Any, operation: str, replayed: ReplayedFailure) -> Exception:
+    """botocore's own exception for a journaled failure: the modelled `ClientError` subclass
+    (`client.exceptions.ThrottlingException` still matches), or the transport error's class."""
+    record = replayed.record
+    failure = record.extra.get("failure")
+    failure = failure if isinstance(failure, dict) else {}
+    if failure.get("type") == "ClientError":
+        response = json.loads(str(failure.get("response")))
+        response["ResponseMetadata"].setdefault("HTTPHeaders", {})
+        code = response.get("Error", {}).get("Code")
+        error: Exception = client.exceptions.from_code(code)(response, operation)
+        return error
+    message = str(failure.get("message", f"journaled failure at status {record.status}"))
+    cls = getattr(botocore.exceptions, str(failure.get("type")), None)
+    if not (isinstance(cls, type) and issubclass(cls, botocore.exceptions.HTTPClientError)):
+        cls = botocore.exceptions.HTTPClientError
+    rebuilt: Exception = cls(endpoint_url=record.url, error=message)
+    return rebuilt
+
+
+# -- the transport: botocore's before-send hook ----------------------------------------------
+
+
+class _JournalHook:
+    """`before-send.bedrock-runtime.<Op>`: botocore calls it with each signed request (once per
+    attempt); what it returns replaces the send."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def __call__(self, request: Any, **kwargs: Any) -> AWSResponse | None:
+        attempt = current_attempt.get()
+        if attempt is None or not _in_call.get():
+            return None
+        headers = {str(k).lower(): _text(v) for k, v in request.headers.items()}
+        plan, canonical = JournalCore.plan(
+            attempt, request.method, request.url, headers, _body(request.body), blocking=True
+        )
+        if isinstance(plan, Replay):
+            return AWSResponse(request.url, plan.status, plan.headers, _ReplayedBody(plan.frames))
+        assert isinstance(plan, Live)
+        started = time.perf_counter()
+        # The client's own endpoint session: its proxies, timeouts, TLS settings and pool.
+        response = self._client._endpoint.http_session.send(request)
+        return _teed(response, plan, canonical, started, streamed=bool(request.stream_output))
+
+
+def _text(value: str | bytes) -> str:
+    # botocore encodes header values to bytes before it sends.
+    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
+
+
+def _body(body: Any) -> bytes:
+    if body is None:
+        return b""
+    if isinstance(body, bytes | bytearray):
+        return bytes(body)
+    if isinstance(body, str):
+        return body.encode("utf-8")
+    data = body.read()  # a file-like body: read it for the fingerprint, then rewind for sending
+    body.seek(0)
+    return data if isinstance(data, bytes) else str(data).encode("utf-8")
+
+
+def _teed(
+    response: AWSResponse, plan: Live, canonical: Canonical, started: float, *, streamed: bool
+) -> AWSResponse:
+    if plan.on_complete is None:
+        return response
+    if response.status_code >= 300 and current_call.get() is not None:
+        # A service error botocore may still retry: only the one it gives up on is journaled,
+        # as the call's outcome (`_ended`).
+        return response
+    headers = [(str(k), str(v)) for k, v in response.headers.items()]
+    recording = JournalCore.recording(canonical, response.status_code, headers, plan, started)
+    if not streamed:
+        recording.feed(response.content)  # botocore already read the whole body
+        recording.eof()
+        return response
+    response.raw = _TeedStream(response.raw, recording)
+    return response
+
+
+def _stream_broken(cause: BaseException) -> botocore.exceptions.ResponseStreamingError:
+    return botocore.exceptions.ResponseStreamingError(error=cause)
+
+
+class _TeedStream:
+    """A live event-stream's raw urllib3 response, journaled as botocore's `EventStream` reads
+    it. A stream that ends without its last event, or breaks mid-way, raises
+    `ResponseStreamingError`, the same as its replay does."""
+
+    def __init__(self, raw: Any, recording: Recording) -> None:
+        self._raw = raw
+        self._recording = recording
+
+    def stream(self, *args: Any, **kwargs: Any) -> Iterator[bytes]:
+        chunks = self._raw.stream(*args, **kwargs)
+        try:
+            while True:
+                try:
+                    chunk = next(chunks)
+                except StopIteration:
+                    break
+                except Exception as exc:  # urllib3's ProtocolError, ReadTimeoutError, ...
+                    self._end(exc)
+                    raise _stream_broken(exc) from exc
+                self._recording.feed(chunk)
+                yield chunk
+            self._end(None)
+        finally:
+            if not self._recording.finished:  # the reader stopped early (or dropped the stream)
+                self._recording.abandon()
+
+    def _end(self, failure: BaseException | None) -> None:
+        """The bytes stopped: a reply whole by its last event is kept; one cut short is
+        journaled as the call's outcome (inside a run), which raises."""
+        try:
+            self._recording.eof()
+        except ProviderStreamTruncated as cut:
+            raise _stream_broken(failure or cut) from cut
+
+    def close(self) -> None:
+        if not self._recording.finished:
+            self._recording.abandon()
+        self._raw.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+class _ReplayedBody:
+    """The recorded reply, where botocore reads a live one (`raw.stream()`)."""
+
+    def __init__(self, frames: Iterator[bytes]) -> None:
+        self._frames = frames
+
+    def stream(self, *args: Any, **kwargs: Any) -> Iterator[bytes]:
+        try:
+            yield from self._frames
+        except ProviderStreamTruncated as cut:  # journaled cut short: raise as it did live
+            raise _stream_broken(cut) from cut
+
+    def read(self, *args: Any, **kwargs: Any) -> bytes:
+        return b"".join(self.stream())
+
+    def close(self) -> None:
+        return None
+
+    def release_conn(self) -> None:
+        return None

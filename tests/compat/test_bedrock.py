@@ -1,0 +1,238 @@
+"""The boto3 Bedrock drop-in: converse and converse_stream journaled live, replayed with nothing
+sent; what the client still is; secrets kept off disk; metering.
+
+Each test drives a real boto3 `bedrock-runtime` client (SigV4 signing with fake credentials, its
+own urllib3 pool) against a stand-in Bedrock on 127.0.0.1, parks the run after its calls,
+answers it, and checks what the resumed attempt replayed and what it sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from botocore.client import BaseClient
+
+from pyrula.agents import AgentContext, AgentLimits, agent
+from pyrula.agents.compat.bedrock import journaled_bedrock
+from pyrula.errors import BudgetExceeded
+from pyrula.runtime import answer
+from tests.compat import bedrock_stub as bs
+from tests.runtime.helpers import drive, new_store, run_to_rest
+
+MESSAGES = [{"role": "user", "content": [{"text": "Ping?"}]}]
+
+
+def converse(client: Any, **kw: Any) -> Any:
+    return client.converse(modelId=bs.MODEL_ID, messages=MESSAGES, **kw)
+
+
+def converse_stream(client: Any, **kw: Any) -> list[Any]:
+    reply = client.converse_stream(modelId=bs.MODEL_ID, messages=MESSAGES, **kw)
+    return [reply["ResponseMetadata"]["RequestId"], *reply["stream"]]
+
+
+class Case:
+    """One run of `call(client)` on a thread of the run, parked, answered and resumed: what each
+    attempt got, and how many requests each sent."""
+
+    def __init__(self, stub: bs.BedrockStub, name: str, **client_kw: Any) -> None:
+        self.stub = stub
+        self.name = name
+        self.client_kw = client_kw
+        self.results: list[tuple[str, Any]] = []
+        self.events: list[Any] = []
+        self.sent: list[int] = []
+        self.store = new_store()
+
+    def run(self, call: Callable[[Any], Any]) -> Any:
+        case = self
+
+        @agent(name=self.name)
+        async def parked(ctx: AgentContext) -> str:
+            client = journaled_bedrock(bs.client(case.stub, **case.client_kw))
+            before = case.stub.count()
+            try:
+                case.results.append(("ok", await ctx.to_thread(call, client)))
+            except Exception as exc:
+                case.results.append(("error", exc))
+            case.sent.append(case.stub.count() - before)
+            await ctx.interrupt("go on?")
+            return "done"
+
+        handle = run_to_rest(parked, store=self.store)
+        assert handle.record.status == "parked", handle.events()[-1].payload
+        answer(handle.id, "yes", store=self.store)
+        drive(self.store)
+        self.events = handle.events()
+        assert handle.record.status == "completed", self.events[-1].payload
+        return handle
+
+
+def llm_done(handle: Any) -> list[dict[str, Any]]:
+    return [e.payload for e in handle.events() if e.type == "llm:done"]
+
+
+def without_metadata(reply: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in reply.items() if k != "ResponseMetadata"}
+
+
+def store_bytes(store: Any) -> bytes:
+    """Every byte of the store's files, LMDB pages as they lie on disk."""
+    return b"".join(p.read_bytes() for p in Path(store.path).rglob("*") if p.is_file())
+
+
+SECRETS = [
+    bs.ACCESS_KEY.encode(),
+    bs.SECRET_KEY.encode(),
+    bs.SESSION_TOKEN.encode(),
+    b"AWS4-HMAC-SHA256",
+    b"Signature=",
+]
+
+
+# -- live, then replayed with nothing sent ----------------------------------------------------
+
+
+def test_converse_replays_the_live_reply_with_nothing_sent():
+    with bs.BedrockStub(bs.converse_reply("Pong.")) as stub:
+        case = Case(stub, "bedrock_converse_replay")
+        handle = case.run(converse)
+    assert case.sent == [1, 0]
+    (kind, live), (kind2, replayed) = case.results
+    assert kind == kind2 == "ok"
+    assert without_metadata(replayed) == without_metadata(live)
+    assert live["output"]["message"]["content"] == [{"text": "Pong."}]
+    assert replayed["ResponseMetadata"]["RequestId"] == "req-converse-1"
+    assert replayed["ResponseMetadata"]["HTTPStatusCode"] == 200
+    [done] = llm_done(handle)
+    assert done["position"] == "thread:main/thread0/llm0"
+    assert (done["input_tokens"], done["output_tokens"]) == (11, 4)
+    assert done["model"] == bs.MODEL_ID
+
+
+def test_converse_stream_replays_the_recorded_events_with_nothing_sent():
+    with bs.BedrockStub(bs.stream_answer(bs.converse_events(["Po", "ng", "."]))) as stub:
+        case = Case(stub, "bedrock_stream_replay")
+        handle = case.run(converse_stream)
+    assert case.sent == [1, 0]
+    (_, live), (_, replayed) = case.results
+    assert replayed == live
+    assert live[0] == "req-stream-1"
+    assert [e["contentBlockDelta"]["delta"]["text"] for e in live if "contentBlockDelta" in e] == [
+        "Po",
+        "ng",
+        ".",
+    ]
+    assert "metadata" in live[-1]
+    [done] = llm_done(handle)
+    assert (done["input_tokens"], done["output_tokens"], done["estimated"]) == (11, 4, False)
+
+
+def test_no_credential_or_signature_reaches_the_store():
+    with bs.BedrockStub(bs.converse_reply(), bs.stream_answer(bs.converse_events(["a"]))) as stub:
+
+        def both(client: Any) -> Any:
+            return converse(client), converse_stream(client)
+
+        case = Case(stub, "bedrock_no_secrets")
+        case.run(both)
+        signed = stub.seen[0].headers
+    # SigV4 really ran: the request carried every one of them.
+    assert signed["authorization"].startswith("AWS4-HMAC-SHA256 Credential=" + bs.ACCESS_KEY)
+    assert signed["x-amz-security-token"] == bs.SESSION_TOKEN
+    raw = store_bytes(case.store)
+    assert raw, "the store holds the journal"
+    signature = signed["authorization"].rsplit("Signature=", 1)[1].encode()
+    for secret in [*SECRETS, signature]:
+        assert secret not in raw, secret
+
+
+# -- what the client still is -----------------------------------------------------------------
+
+
+def test_the_client_stays_the_boto3_client_it_was():
+    with bs.BedrockStub() as stub:
+        client = bs.client(stub)
+        same = journaled_bedrock(client)
+        assert same is client and isinstance(client, BaseClient)
+        assert journaled_bedrock(client) is client  # converting twice changes nothing
+        assert client.meta.region_name == "us-east-1"
+        assert client.exceptions.ThrottlingException is not None
+        assert client.converse.__name__ == "converse"
+        # Outside a run every call passes through, unjournaled.
+        assert converse(client)["output"]["message"]["content"] == [{"text": "Pong."}]
+        assert stub.count() == 1
+
+
+def test_only_a_bedrock_runtime_client_converts():
+    s3 = boto3.client(
+        "s3", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="y"
+    )
+    with pytest.raises(TypeError, match="bedrock-runtime"):
+        journaled_bedrock(s3)
+    with pytest.raises(TypeError, match="bedrock-runtime"):
+        journaled_bedrock(object())
+
+
+def test_rate_limit_is_not_yet_supported():
+    with bs.BedrockStub() as stub, pytest.raises(NotImplementedError, match="not yet supported"):
+        journaled_bedrock(bs.client(stub), rate_limit=object())
+
+
+def test_a_method_taken_before_conversion_stays_unjournaled():
+    with bs.BedrockStub() as stub:
+        client = bs.client(stub)
+        taken = client.converse
+        journaled_bedrock(client)
+        sent: list[int] = []
+
+        @agent(name="bedrock_captured_method")
+        async def body(ctx: AgentContext) -> None:
+            await ctx.to_thread(lambda: taken(modelId=bs.MODEL_ID, messages=MESSAGES))
+            sent.append(stub.count())
+
+        handle = run_to_rest(body)
+    assert handle.record.status == "completed"
+    assert sent == [1] and llm_done(handle) == []
+
+
+# -- what a resumed run checks ----------------------------------------------------------------
+
+
+def test_a_resumed_run_asking_something_else_fails_with_nothing_sent():
+    questions = iter(["Ping?", "Pong?"])
+    with bs.BedrockStub(bs.converse_reply()) as stub:
+        case = Case(stub, "bedrock_input_changed")
+        messages = [{"role": "user", "content": [{"text": ""}]}]
+
+        def ask(client: Any) -> Any:
+            messages[0]["content"][0]["text"] = next(questions)
+            return client.converse(modelId=bs.MODEL_ID, messages=messages)
+
+        with pytest.raises(AssertionError, match="ReplayInputChanged"):
+            case.run(ask)
+    assert case.sent == [1]  # the resumed attempt raised before sending
+    failed = [e for e in case.events if e.type == "run:error"]
+    assert "messages[0].content[0].text changed" in failed[-1].payload["error"]["message"]
+
+
+def test_a_call_over_the_runs_call_cap_is_not_sent():
+    caught: list[BaseException] = []
+    with bs.BedrockStub() as stub:
+
+        @agent(name="bedrock_capped", limits=AgentLimits(max_llm_calls=1))
+        async def capped(ctx: AgentContext) -> None:
+            client = journaled_bedrock(bs.client(stub))
+            await ctx.to_thread(converse, client)
+            try:
+                await ctx.to_thread(converse, client)
+            except BudgetExceeded as exc:
+                caught.append(exc)
+
+        run_to_rest(capped)
+        assert stub.count() == 1
+    assert len(caught) == 1 and caught[0].limit == "max_llm_calls"
