@@ -16,6 +16,12 @@ Variants (all on the httpx stack, `openai.OpenAI(http_client=httpx.Client(transp
 Each round makes `--calls` (1,000) calls per variant, in slices of `--block` calls interleaved
 across the variants; the vcrpy cassette is entered once per slice, like a pyrula block.
 
+A second set of rounds does the same for other journaled surfaces, each against its own floor
+(the same call over the bare MockTransport) measured interleaved in the same rounds, in blocks as
+the primary row: `responses.create` (a ~1 kB Response) and the parse helper
+`chat.completions.parse(response_format=<pydantic model>)`, whose replay also runs the SDK's
+parser and the model's validation. `--only-chat` skips it.
+
 Run: python benchmarks/bench_replay.py [--rounds 5] [--calls 1000] [--block 100] [--profile]
 """
 
@@ -23,16 +29,20 @@ from __future__ import annotations
 
 import cProfile
 import io
+import json
 import pstats
 from collections.abc import Callable
 from typing import Any
 
 import httpx
+import pydantic
 import vcr
 from _common import (
     MODEL,
+    Samples,
     completion_json,
     console,
+    fmt_time,
     header,
     json_response,
     openai_client,
@@ -42,6 +52,7 @@ from _common import (
     scratch_dir,
     text_of,
 )
+from rich.table import Table
 
 import pyrula
 
@@ -56,11 +67,76 @@ VCR_DEFAULT_MATCH = ("method", "scheme", "host", "port", "path", "query")
 VCR_BODY_MATCH = (*VCR_DEFAULT_MATCH, "body")
 
 
+class Answer(pydantic.BaseModel):
+    answer: str
+
+
+PARSED_BODY = completion_json(Answer(answer=REPLY).model_dump_json())
+
+
+def response_json(content: str) -> bytes:
+    """A realistic non-streamed Responses API body."""
+    return json.dumps(
+        {
+            "id": "resp_bench",
+            "object": "response",
+            "created_at": 1_750_000_000,
+            "model": MODEL,
+            "status": "completed",
+            "parallel_tool_calls": True,
+            "tool_choice": "auto",
+            "tools": [],
+            "output": [
+                {
+                    "id": "msg_bench",
+                    "type": "message",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [{"type": "output_text", "text": content, "annotations": []}],
+                }
+            ],
+            "usage": {
+                "input_tokens": 12,
+                "input_tokens_details": {"cached_tokens": 0},
+                "output_tokens": 48,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": 60,
+            },
+        }
+    ).encode()
+
+
+RESPONSE_BODY = response_json(REPLY)
+
+
+def reply_for(request: httpx.Request) -> bytes:
+    """The stand-in provider's body for each surface the benchmark calls."""
+    if request.url.path.endswith("/responses"):
+        return RESPONSE_BODY
+    return PARSED_BODY if b'"response_format"' in request.content else BODY
+
+
+# Each surface's call, returning the text the caller reads (checked against REPLY).
+SURFACES: dict[str, Callable[[Any], str]] = {
+    "responses.create": lambda client: (
+        client.responses.create(
+            model=MODEL, input=MESSAGES[1]["content"], instructions=MESSAGES[0]["content"]
+        ).output_text
+    ),
+    "chat.completions.parse": lambda client: (
+        client.chat.completions.parse(model=MODEL, messages=MESSAGES, response_format=Answer)
+        .choices[0]
+        .message.parsed.answer
+    ),
+}
+
+
 def main() -> None:
     args = parser(__doc__.splitlines()[0], rounds=5)
     args.add_argument("--calls", type=int, default=1000, help="calls per variant per round")
     args.add_argument("--block", type=int, default=100, help="calls per cassette block (slice)")
     args.add_argument("--profile", action="store_true", help="cProfile pyrula's replay path")
+    args.add_argument("--only-chat", action="store_true", help="skip the other surfaces")
     opts = args.parse_args()
     n, block = opts.calls, opts.block
     slices = max(1, n // block)
@@ -71,7 +147,7 @@ def main() -> None:
     def provider(request: httpx.Request) -> httpx.Response:
         nonlocal upstream_calls
         upstream_calls += 1
-        return json_response(BODY)
+        return json_response(reply_for(request))
 
     floor_client = openai_client(httpx.MockTransport(provider))
     pyrula_client = openai_client(pyrula.HttpxTransport(httpx.MockTransport(provider)))
@@ -91,6 +167,10 @@ def main() -> None:
                 assert call(pyrula_client) == REPLY
         with pyrula.cassette("single", mode="all", store=setup_store):
             assert call(pyrula_client) == REPLY
+        for surface, ask in SURFACES.items():
+            with pyrula.cassette(surface, mode="all", store=setup_store):
+                for _ in range(block):
+                    assert ask(pyrula_client) == REPLY
     with vcr.use_cassette(cassette_path, record_mode="all", filter_headers=["authorization"]):
         assert call(floor_client) == REPLY
     store = pyrula.Store(store_path)  # the default store, as a user opens it
@@ -144,8 +224,9 @@ def main() -> None:
     replay_leaks = upstream_calls - before - floor_upstream
 
     console.print(
-        rate_table(f"{n:,} replays of one chat completion per round (sync openai SDK)", results,
-                   floor_name)
+        rate_table(
+            f"{n:,} replays of one chat completion per round (sync openai SDK)", results, floor_name
+        )
     )
     base, row, vrow = results[floor_name], results[main_name], results[vcr_name]
     cpu_ratio = row.cpu_median / base.cpu_median
@@ -163,6 +244,15 @@ def main() -> None:
     console.print(f"target pyrula ≤ {TARGET}x floor (median CPU): [bold]{verdict}[/bold]")
     console.print(f"upstream calls made by the replaying variants (must be 0): {replay_leaks}")
 
+    if not opts.only_chat:
+        extra = surface_variants(store, floor_client, pyrula_client, block)
+        before = upstream_calls
+        surface_results = run_rounds(extra, opts.rounds, slices=slices, label="surfaces")
+        leaks = upstream_calls - before - opts.rounds * slices * block * len(SURFACES)
+        chat = {"chat.completions.create": (results[floor_name], results[main_name])}
+        console.print(surface_table(n, chat | pairs(surface_results), block))
+        console.print(f"upstream calls made by the replaying variants (must be 0): {leaks}")
+
     if opts.profile:
         profile = cProfile.Profile()
         profile.enable()
@@ -175,6 +265,59 @@ def main() -> None:
         print(out.getvalue())
 
     store.close()
+
+
+def surface_variants(
+    store: Any, floor_client: Any, pyrula_client: Any, block: int
+) -> dict[str, Callable[[], int]]:
+    """For each extra surface: its floor, and pyrula replaying its recorded block."""
+    variants: dict[str, Callable[[], int]] = {}
+    for surface, ask in SURFACES.items():
+
+        def floor(ask: Callable[[Any], str] = ask) -> int:
+            for _ in range(block):
+                ask(floor_client)
+            return block
+
+        def replay(surface: str = surface, ask: Callable[[Any], str] = ask) -> int:
+            with pyrula.cassette(surface, mode="none", store=store) as cas:
+                for _ in range(block):
+                    ask(pyrula_client)
+            assert cas.stats.replayed == block
+            return block
+
+        variants[f"{surface}: floor"] = floor
+        variants[f"{surface}: pyrula"] = replay
+    for fn in variants.values():  # warm, as for the chat rows
+        fn()
+    return variants
+
+
+def pairs(results: dict[str, Samples]) -> dict[str, tuple[Samples, Samples]]:
+    return {s: (results[f"{s}: floor"], results[f"{s}: pyrula"]) for s in SURFACES}
+
+
+def surface_table(n: int, rows: dict[str, tuple[Samples, Samples]], block: int) -> Table:
+    table = Table(
+        title=f"{n:,} replays per surface per round, blocks of {block}, each vs its own floor "
+        "(the same call over a bare MockTransport, same rounds)",
+        title_justify="left",
+    )
+    for column in ("surface", "floor/op CPU", "pyrula/op CPU", "x floor wall", "x floor CPU"):
+        table.add_column(column, justify="left" if column == "surface" else "right")
+    table.add_column("x floor best", justify="right")
+    table.add_column("added/op CPU", justify="right")
+    for surface, (base, row) in rows.items():
+        table.add_row(
+            surface,
+            fmt_time(base.cpu_median),
+            fmt_time(row.cpu_median),
+            f"{row.wall_median / base.wall_median:.3f}",
+            f"[bold]{row.cpu_median / base.cpu_median:.3f}[/bold]",
+            f"{row.cpu_best / base.cpu_best:.3f}",
+            fmt_time(row.cpu_median - base.cpu_median),
+        )
+    return table
 
 
 if __name__ == "__main__":

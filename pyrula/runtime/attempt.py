@@ -8,6 +8,7 @@ journaled exchanges under `(run, scope, index)`, checked by request fingerprint.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import struct
 import threading
@@ -22,6 +23,7 @@ import lmdb
 from pyrula.errors import (
     BudgetExceeded,
     DurableInvocationCancelled,
+    PayloadTooLarge,
     ProviderStreamTruncated,
     ReplayInputChanged,
     UnjournaledSurface,
@@ -32,7 +34,7 @@ from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.recorder import Reply, record_exchange
 from pyrula.runtime.journal import Event, Lease, RunJournal, RunRecord
 from pyrula.runtime.limits import AgentLimits, Budget, Reservation
-from pyrula.runtime.metering import prices, usage_from_reply
+from pyrula.runtime.metering import deployment, prices, requested_model, usage_from_reply
 from pyrula.transport.core import Live, Plan, Replay
 from pyrula.transport.framing import completion_for
 
@@ -173,6 +175,10 @@ class Attempt:
         self.is_agent = is_agent
         self.budget = Budget(limits)
         self.loop_thread = threading.get_ident()
+        try:  # the worker builds an attempt on the loop its body runs on
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
         self._lock = threading.Lock()
         self._positions: dict[tuple[str, str], int] = defaultdict(int)
         self.facts: dict[str, Event] = {}
@@ -188,6 +194,12 @@ class Attempt:
             self.facts[position] = event
         if event.type == "llm:done":
             self.budget.replayed(event.payload)
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the run's body runs on: a sync caller on a thread of the run waits
+        for a rate-limit slot through it (see `pyrula.runtime.ratelimit`)."""
+        return self._loop
 
     # -- positions and facts -------------------------------------------------------------------
 
@@ -240,9 +252,7 @@ class Attempt:
             position, key = frame.position, frame.key  # the SDK retrying the call
             self._release(frame)
         else:
-            position = self.next_position("llm")
-            index = int(position.rsplit("llm", 1)[1])
-            key = exchange_key(self.run.id, scope.name, index)
+            position, key = self._claim()
             if frame is not None:
                 frame.position, frame.key = position, key
         found = self.exchanges.get(key)
@@ -268,6 +278,26 @@ class Attempt:
         return self._framed(
             frame, commit, estimate, (parts, canonical, scope, reservation), stopped
         )
+
+    def _claim(self) -> tuple[str, bytes]:
+        """The next model-call position of the current scope, and its exchange key."""
+        position = self.next_position("llm")
+        index = int(position.rsplit("llm", 1)[1])
+        return position, exchange_key(self.run.id, current_scope.get().name, index)
+
+    def replays(self, frame: CallFrame) -> bool:
+        """Whether the SDK call of `frame` will be answered from the journal (its reply, its
+        error, or `ReplayInputChanged`) without sending anything, so it needs no rate-limit slot.
+
+        It claims the call's position now, the one its requests then take in `plan`, so that two
+        calls started together never both look at the same position. A call passed through, or
+        made inside a step or tool, is always sent live.
+        """
+        if journal_bypass.get() or current_scope.get().within != "run":
+            return False
+        if frame.key is None:
+            frame.position, frame.key = self._claim()
+        return self.exchanges.get(frame.key) is not None
 
     # -- one SDK-level call: retries share its position, only its outcome is journaled --------
 
@@ -401,9 +431,12 @@ class Attempt:
         self, canonical: Canonical, reply: Reply, scope: Scope, position: str | None
     ) -> dict[str, Any]:
         usage = usage_from_reply(canonical.surface, b"".join(reply.frames), reply.streamed)
-        requested = canonical.meta.get("model")
-        model = usage.model or (requested if isinstance(requested, str) else None)
-        return {
+        alias = deployment(canonical.meta)  # an Azure deployment: only the reply names a model
+        requested = alias or requested_model(canonical.meta)
+        model = usage.model or requested
+        # An alias with a price row of its own is priced by it, else by the model that served it.
+        priced = alias if alias is not None and prices.row(alias) else model
+        payload = {
             "position": position,
             "surface": canonical.surface,
             "model": model,
@@ -414,11 +447,14 @@ class Attempt:
             "cache_read_tokens": usage.cache_read_tokens,
             "cache_write_tokens": usage.cache_write_tokens,
             "total_tokens": usage.total_tokens,
-            "cost_usd": prices.cost(usage, model),
+            "cost_usd": prices.cost(usage, priced),
             "estimated": False,
             "within": scope.within,
             "step_id": scope.unit,
         }
+        if usage.error is not None:
+            payload["error"] = usage.error  # billed, but the provider reported a failed call
+        return payload
 
     def _journaled(
         self,
@@ -440,8 +476,15 @@ class Attempt:
                 # Bytes that followed the terminal frame: amend the exchange, count it once.
                 record_exchange(self.exchanges, key, parts, canonical, reply)
                 return
-            self._record_call(key, parts, canonical, reply, payload)
-            self.budget.settle(reservation, None)
+            try:
+                self._record_call(key, parts, canonical, reply, payload)
+            except PayloadTooLarge:
+                # Not journaled, so a resume asks again; but this reply was paid for.
+                payload.update(position=None, abandoned_at=position, error="PayloadTooLarge")
+                self.write("llm:done", payload)
+                raise
+            finally:
+                self.budget.settle(reservation, None)
 
         return commit
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyrula.errors import BudgetExceeded
-from pyrula.runtime.metering import prices
+from pyrula.runtime.metering import deployment, prices, requested_model
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +21,35 @@ class AgentLimits:
 
 # Four bytes a token is the usual rule of thumb for English and JSON.
 _BYTES_PER_TOKEN = 4
+
+
+# Where each provider puts the output cap: top level (OpenAI, Anthropic), Bedrock converse's
+# `inferenceConfig`, Gemini's `generationConfig` (the SDK's `config`).
+_OUTPUT_CAPS = (
+    ((), ("max_tokens", "max_completion_tokens", "max_output_tokens")),
+    (("inferenceConfig",), ("maxTokens",)),
+    (("generationConfig",), ("maxOutputTokens",)),
+    (("config",), ("max_output_tokens",)),
+)
+
+
+def worst_output_tokens(meta: dict[str, Any]) -> int:
+    """The most output a request may be billed for, as its own output cap says (0: no cap)."""
+    for path, names in _OUTPUT_CAPS:
+        holder: Any = meta
+        for key in path:
+            holder = holder.get(key) if isinstance(holder, dict) else None
+        if not isinstance(holder, dict):
+            continue
+        for name in names:
+            if isinstance(holder.get(name), int):
+                return int(holder[name])
+    return 0
+
+
+def estimate_tokens(request_bytes: int, meta: dict[str, Any]) -> int:
+    """A call's worst case before it is sent: its request's input estimate plus its output cap."""
+    return request_bytes // _BYTES_PER_TOKEN + worst_output_tokens(meta)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,32 +74,51 @@ class Budget:
         self.cost = 0.0
         self._held = Reservation(0, 0, 0.0)
         self._lock = threading.Lock()
+        # The model each name a call was sent to turned out to be, as its replies named it: an
+        # Azure deployment or a Bedrock application inference profile is priced by it.
+        self.served_by: dict[str, str | None] = {}
 
     def replayed(self, payload: dict[str, Any]) -> None:
         """Count an `llm:done` already in the journal."""
         self.calls += 1
         self.tokens += int(payload.get("total_tokens", 0))
         self.cost += float(payload.get("cost_usd") or 0.0)
+        requested, status = payload.get("requested_model"), payload.get("status")
+        if isinstance(requested, str) and isinstance(status, int) and 0 < status < 400:
+            # An error reply names no model: it says nothing about what the name serves.
+            model = payload.get("model")
+            self.served_by[requested] = model if isinstance(model, str) else None
+
+    def price_row(self, meta: dict[str, Any]) -> tuple[dict[str, float] | None, bool]:
+        """The price row a call's cost is held against, and whether a missing one is known.
+
+        An opaque name (an Azure deployment, a Bedrock application inference profile ARN) is
+        priced by a row of its own, else by the model its last reply named. Before any reply
+        has named it there is nothing to price it by yet: (None, False), and the call goes
+        out with no cost held, so a deployment's first call is not refused.
+        """
+        alias = deployment(meta)
+        model = alias if alias is not None else requested_model(meta)
+        row = prices.row(model)
+        if row is not None or alias is None:
+            return row, True
+        if alias not in self.served_by:
+            return None, False
+        return prices.row(self.served_by[alias]), True
 
     def reserve(self, request_bytes: int, meta: dict[str, Any]) -> Reservation:
         limits = self.limits
-        worst_output = 0
-        for name in ("max_tokens", "max_completion_tokens", "max_output_tokens"):
-            if isinstance(meta.get(name), int):
-                worst_output = int(meta[name])
-        tokens = request_bytes // _BYTES_PER_TOKEN + worst_output
-        model = meta.get("model")
+        worst_output = worst_output_tokens(meta)
+        tokens = estimate_tokens(request_bytes, meta)
         cost = 0.0
         if limits.max_cost_usd is not None:
-            row = prices.row(model if isinstance(model, str) else None)
-            if row is None:
-                raise BudgetExceeded(
-                    f"model {model!r} has no price, so max_cost_usd cannot be held; add one with "
-                    "pyrula.runtime.metering.prices.add(...)",
-                    limit="max_cost_usd",
-                    code="unpriced_model",
-                )
-            cost = (tokens - worst_output) * row["input"] / 1e6 + worst_output * row["output"] / 1e6
+            row, known = self.price_row(meta)
+            if row is None and known:
+                message = self._unpriced(meta)
+                raise BudgetExceeded(message, limit="max_cost_usd", code="unpriced_model")
+            if row is not None:
+                cost = (tokens - worst_output) * row["input"] / 1e6
+                cost += worst_output * row["output"] / 1e6
         with self._lock:
             held = self._held
             if limits.max_llm_calls is not None and self.calls + held.calls + 1 > (
@@ -101,6 +149,17 @@ class Budget:
             reservation = Reservation(1, tokens, cost)
             self._held = Reservation(held.calls + 1, held.tokens + tokens, held.cost + cost)
             return reservation
+
+    def _unpriced(self, meta: dict[str, Any]) -> str:
+        alias = deployment(meta)
+        fix = "add one with pyrula.runtime.metering.prices.add(...)"
+        if alias is None:
+            model = requested_model(meta)
+            return f"model {model!r} has no price, so max_cost_usd cannot be held; {fix}"
+        return (
+            f"{alias!r} is served by model {self.served_by.get(alias)!r}, which has no price, so "
+            f"max_cost_usd cannot be held; {fix} (for that model, or for {alias!r} itself)"
+        )
 
     def settle(self, reservation: Reservation, payload: dict[str, Any] | None) -> None:
         """Swap a reservation for what the call really used (None: it was not made)."""

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from pyrula.transport.framing import SSEDecoder
+from pyrula.transport.eventstream import is_eventstream
+from pyrula.transport.framing import SSEDecoder, eventstream_documents
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +20,10 @@ class Usage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    # A reply sent with status 200 that still reports a failed call: the OpenAI Responses
+    # terminal event (`error`, `response.failed`) or a non-streamed response whose status is
+    # `failed`. It was billed, so it is metered, but it is not a success.
+    error: str | None = None
 
     @property
     def total_tokens(self) -> int:
@@ -30,19 +36,29 @@ class Usage:
 
 
 def _documents(body: bytes, streamed: bool) -> list[Any]:
+    if streamed and is_eventstream(body):  # Bedrock: converse-stream, invoke-with-response-stream
+        return [_without_invocation_metrics(doc) for doc in eventstream_documents(body)]
     if not streamed:
         try:
             return [json.loads(body)]
-        except ValueError:
+        except (ValueError, RecursionError):
             return []
     decoder = SSEDecoder()
     found = []
     for event in [*decoder.feed(body), *decoder.close()]:
         try:
             found.append(json.loads(event.data))
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
     return found
+
+
+def _without_invocation_metrics(doc: Any) -> Any:
+    # Bedrock repeats the model's usage in its own `amazon-bedrock-invocationMetrics` on the last
+    # chunk: reading both would count the call twice.
+    if isinstance(doc, dict) and "amazon-bedrock-invocationMetrics" in doc:
+        return {k: v for k, v in doc.items() if k != "amazon-bedrock-invocationMetrics"}
+    return doc
 
 
 def _int(value: Any) -> int:
@@ -52,6 +68,7 @@ def _int(value: Any) -> int:
 def usage_from_reply(surface: str, body: bytes, streamed: bool) -> Usage:
     """Read token usage the way each provider reports it (a stream: its cumulative counts)."""
     model: str | None = None
+    error: str | None = None
     inp = out = cache_read = cache_write = 0
     for doc in _documents(body, streamed):
         if not isinstance(doc, dict):
@@ -80,9 +97,16 @@ def usage_from_reply(surface: str, body: bytes, streamed: bool) -> Usage:
                 out = _int(meta.get("candidatesTokenCount")) + _int(meta.get("thoughtsTokenCount"))
             continue
         if surface == "openai.responses":
+            if doc.get("type") == "error":
+                error = "error"
             response = doc.get("response") if "response" in doc else doc
-            if isinstance(response, dict) and response.get("usage"):
-                model = response.get("model") or model
+            if not isinstance(response, dict):
+                continue
+            # Every lifecycle event carries the response: a failed one may have no usage.
+            model = response.get("model") or model
+            if response.get("status") == "failed":
+                error = "response.failed"
+            if response.get("usage"):
                 usage = response["usage"]
                 cached = _int((usage.get("input_tokens_details") or {}).get("cached_tokens"))
                 inp, cache_read = _int(usage.get("input_tokens")) - cached, cached
@@ -99,7 +123,32 @@ def usage_from_reply(surface: str, body: bytes, streamed: bool) -> Usage:
                 cached = _int((usage.get("prompt_tokens_details") or {}).get("cached_tokens"))
                 inp, cache_read = _int(usage.get("prompt_tokens")) - cached, cached
                 out = _int(usage.get("completion_tokens"))
-    return Usage(model, inp, out, cache_read, cache_write)
+    return Usage(model, inp, out, cache_read, cache_write, error)
+
+
+# An application inference profile's id is random: nothing in the ARN names the model.
+_PROFILE_ARN = re.compile(r"^arn:aws[\w-]*:bedrock:[^:]*:\d*:application-inference-profile/")
+
+
+def requested_model(meta: Mapping[str, Any]) -> str | None:
+    """The model a request names (Bedrock converse keeps it as `modelId`, from its path)."""
+    model = meta.get("model", meta.get("modelId"))
+    return model if isinstance(model, str) and model else None
+
+
+def deployment(meta: Mapping[str, Any]) -> str | None:
+    """The name a call was addressed to when it is an opaque alias whose model only the reply
+    names (an Azure deployment, a Bedrock application inference profile ARN), else None."""
+    name = meta.get("deployment")  # Azure's `/deployments/<name>/...` path
+    if isinstance(name, str) and name:
+        return name
+    model = requested_model(meta)
+    if model is None:
+        return None
+    query = meta.get("query")
+    if isinstance(query, dict) and "api-version" in query:
+        return model  # an Azure route without a deployment path: the body's model names one
+    return model if _PROFILE_ARN.match(model) else None
 
 
 _PREFIX = re.compile(r"^(?:[a-z]{2}\.)?(?:openai|anthropic|google|meta|amazon)[./]")
