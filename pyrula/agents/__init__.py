@@ -7,7 +7,7 @@ from pyrula.errors import (
     ReplayInputChanged,
     UnjournaledSurface,
 )
-from pyrula.runtime import AgentContext, AgentLimits, ToolContext, agent, tool
+from pyrula.runtime import AgentContext, AgentLimits, LLMRate, ToolContext, agent, tool
 from pyrula.runtime.tools import ToolRefused
 
 __all__ = [
@@ -15,6 +15,7 @@ __all__ = [
     "AgentLimits",
     "BudgetExceeded",
     "DurableInvocationCancelled",
+    "LLMRate",
     "ProviderStreamTruncated",
     "ReplayInputChanged",
     "ToolContext",

@@ -13,6 +13,7 @@ from pyrula.runtime.context import AgentContext, ToolContext, WorkflowContext
 from pyrula.runtime.journal import Event, RunJournal, RunRecord
 from pyrula.runtime.limits import AgentLimits
 from pyrula.runtime.metering import prices
+from pyrula.runtime.ratelimit import LLMRate
 from pyrula.runtime.registry import agent, tool, workflow
 from pyrula.runtime.worker import Worker
 
@@ -20,6 +21,7 @@ __all__ = [
     "AgentContext",
     "AgentLimits",
     "Event",
+    "LLMRate",
     "RunHandle",
     "RunJournal",
     "RunRecord",

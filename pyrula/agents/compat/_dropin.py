@@ -13,9 +13,10 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import json
 import sys
 import warnings
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
@@ -35,6 +36,7 @@ from pyrula.runtime.attempt import (
     journal_bypass,
     runs_bound,
 )
+from pyrula.runtime.ratelimit import LLMRate, Slot, estimate_tokens
 from pyrula.transport.adapters import (
     AsyncHttpx2Transport,
     AsyncHttpxTransport,
@@ -207,10 +209,12 @@ def _guarded_call(fn: Callable[..., Any], path: str, client: Any) -> Callable[..
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         attempt = current_attempt.get()
+        row = provider.table.classify(path)
         if attempt is None:
             _warn_unjournaled(client)
+            if row.verdict is Verdict.JOURNALED and client._pyrula_rate is not None:
+                return _limited(fn, args, kwargs, client, path)
             return fn(*args, **kwargs)
-        row = provider.table.classify(path)
         if blocking and row.verdict is Verdict.JOURNALED:
             attempt.refuse_loop_thread()  # before anything is sent, in a step or tool too
         if row.verdict is Verdict.JOURNALED:
@@ -219,7 +223,7 @@ def _guarded_call(fn: Callable[..., Any], path: str, client: Any) -> Callable[..
             # In a step or tool the unit's result is durable: generation calls are metered by
             # the transport, everything else passes through.
             if row.verdict is Verdict.JOURNALED:
-                return fn(*args, **kwargs)
+                return _limited(fn, args, kwargs, client, path)
             return _passed_through(fn, args, kwargs)
         refusal = provider.refuse_client(client)
         if refusal is not None:
@@ -234,11 +238,21 @@ def _guarded_call(fn: Callable[..., Any], path: str, client: Any) -> Callable[..
         refusal = _refused_argument(provider, path, kwargs)
         if refusal is not None:
             raise UnjournaledSurface(refusal)
-        return framed(
-            fn, args, kwargs, _StainlessOutcomes(client), manager=path.endswith(".stream")
-        )
+        return _limited(fn, args, kwargs, client, path)
 
     return call
+
+
+def _limited(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], client: Any, path: str
+) -> Any:
+    """A journaled surface's call: framed as one call, inside a `rate_limit=` slot when set."""
+    provider: Provider = client._pyrula_provider
+    manager = path.endswith(".stream")
+    rate = RateCall.of(client, provider.name, kwargs, manager or kwargs.get("stream") is True)
+    blocking = not isinstance(client, provider.sdk._base_client.AsyncAPIClient)
+    outcomes = _StainlessOutcomes(client)
+    return framed(fn, args, kwargs, outcomes, manager=manager, blocking=blocking, rate=rate)
 
 
 # -- one SDK-level call, one journal position: its outcome, errors included -------------------
@@ -261,13 +275,14 @@ class Outcomes(Protocol):
 
 
 @contextlib.contextmanager
-def call_frame(outcomes: Outcomes) -> Iterator[None]:
+def call_frame(outcomes: Outcomes, frame: CallFrame | None = None) -> Iterator[CallFrame]:
     """One journaled SDK call: its retries share a position, and an error it ends in is
-    journaled, then raised again on replay without sending anything."""
-    frame = CallFrame()
+    journaled, then raised again on replay without sending anything. Pass `frame` to enter the
+    same call again (a stream whose requests go out as it is iterated)."""
+    frame = frame if frame is not None else CallFrame()
     token = current_call.set(frame)
     try:
-        yield
+        yield frame
     except ReplayedFailure as replayed:
         raise outcomes.rebuilt(replayed) from None
     except BaseException as exc:
@@ -281,6 +296,73 @@ def call_frame(outcomes: Outcomes) -> Iterator[None]:
         current_call.reset(token)
 
 
+@dataclass(frozen=True, slots=True)
+class RateCall:
+    """A call that takes a `rate_limit=` slot when it is sent live (a replay takes none)."""
+
+    rate: LLMRate
+    key: str  # the provider's queue, unless the LLMRate names its own
+    estimate: int
+    streamed: bool  # a stream is charged its estimate: its usage is not reported back
+
+    @staticmethod
+    def of(client: Any, key: str, kwargs: dict[str, Any], streamed: bool) -> RateCall | None:
+        rate: LLMRate | None = getattr(client, "_pyrula_rate", None)
+        if rate is None:
+            return None
+        size = len(json.dumps(kwargs, default=str))
+        return RateCall(rate, key, estimate_tokens(size, kwargs), streamed)
+
+    def settle(self, slot: Slot | None, result: Any) -> None:
+        if slot is not None and not self.streamed:
+            used = _total_tokens(getattr(result, "usage", None))
+            if used is not None:
+                slot.settle(used)
+
+
+def _total_tokens(usage: Any) -> int | None:
+    total = getattr(usage, "total_tokens", None)
+    if isinstance(total, int):
+        return total
+    counts = [
+        getattr(usage, name, None)
+        for name in (
+            "input_tokens",
+            "output_tokens",
+            "cache_read_input_tokens",
+            "cache_creation_input_tokens",
+        )
+    ]
+    found = [c for c in counts if isinstance(c, int)]
+    return sum(found) if found else None
+
+
+def _replays(frame: CallFrame) -> bool:
+    attempt = current_attempt.get()
+    return attempt is not None and attempt.replays(frame)
+
+
+@contextlib.contextmanager
+def _blocking_slot(rate: RateCall | None, frame: CallFrame) -> Iterator[Slot | None]:
+    if rate is None or _replays(frame):
+        yield None
+        return
+    attempt = current_attempt.get()
+    # Waits through the run's loop; with no run bound it runs unlimited (and warns once).
+    loop = attempt.loop if attempt is not None else None
+    with rate.rate.blocking_slot(rate.key, rate.estimate, loop) as slot:
+        yield slot
+
+
+@contextlib.asynccontextmanager
+async def _slot(rate: RateCall | None, frame: CallFrame) -> AsyncIterator[Slot | None]:
+    if rate is None or _replays(frame):
+        yield None
+        return
+    async with rate.rate.slot(rate.key, rate.estimate) as slot:
+        yield slot
+
+
 def framed(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
@@ -288,42 +370,57 @@ def framed(
     outcomes: Outcomes,
     *,
     manager: bool = False,
+    blocking: bool = False,
+    rate: RateCall | None = None,
 ) -> Any:
-    """Call `fn` as one journaled call; `manager` when it returns a stream manager whose request
-    goes out on entering it."""
+    """Call `fn` as one journaled call: `manager` when it returns a stream manager whose request
+    goes out on entering it, `blocking` for a sync client (its request goes out inside `fn`)."""
+    if blocking and not manager:
+        with call_frame(outcomes) as frame, _blocking_slot(rate, frame) as slot:
+            result = fn(*args, **kwargs)
+            if rate is not None:
+                rate.settle(slot, result)
+            return result
     with call_frame(outcomes):
         result = fn(*args, **kwargs)
     if inspect.iscoroutine(result):
-        return _framed_async(result, outcomes)
+        return _framed_async(result, outcomes, rate)
     if manager:
-        return _FramedStreamManager(result, outcomes)
+        return _FramedStreamManager(result, outcomes, rate)
     return result
 
 
-async def _framed_async(awaitable: Awaitable[T], outcomes: Outcomes) -> T:
-    with call_frame(outcomes):
-        return await awaitable
+async def _framed_async(awaitable: Awaitable[T], outcomes: Outcomes, rate: RateCall | None) -> T:
+    with call_frame(outcomes) as frame:
+        async with _slot(rate, frame) as slot:
+            result = await awaitable
+            if rate is not None:
+                rate.settle(slot, result)
+            return result
 
 
 class _FramedStreamManager:
     """A `stream(...)` helper's manager, whose request (sent on entering it) is one call."""
 
-    __slots__ = ("_pyrula_manager", "_pyrula_outcomes")
+    __slots__ = ("_pyrula_manager", "_pyrula_outcomes", "_pyrula_rate")
 
-    def __init__(self, manager: Any, outcomes: Outcomes) -> None:
+    def __init__(self, manager: Any, outcomes: Outcomes, rate: RateCall | None) -> None:
         self._pyrula_manager = manager
         self._pyrula_outcomes = outcomes
+        self._pyrula_rate = rate
 
     def __enter__(self) -> Any:
-        with call_frame(self._pyrula_outcomes):
+        outcomes, rate = self._pyrula_outcomes, self._pyrula_rate
+        with call_frame(outcomes) as frame, _blocking_slot(rate, frame):
             return self._pyrula_manager.__enter__()
 
     def __exit__(self, *exc_info: Any) -> Any:
         return self._pyrula_manager.__exit__(*exc_info)
 
     async def __aenter__(self) -> Any:
-        with call_frame(self._pyrula_outcomes):
-            return await self._pyrula_manager.__aenter__()
+        with call_frame(self._pyrula_outcomes) as frame:
+            async with _slot(self._pyrula_rate, frame):
+                return await self._pyrula_manager.__aenter__()
 
     async def __aexit__(self, *exc_info: Any) -> Any:
         return await self._pyrula_manager.__aexit__(*exc_info)
@@ -471,10 +568,17 @@ _KEPT_ON_COPY = ("aws_profile",)
 
 def _journaling_init(init: Callable[..., None], provider: Provider) -> Callable[..., None]:
     @functools.wraps(init)
-    def __init__(self: Any, *args: Any, http_client: Any = None, **kwargs: Any) -> None:
+    def __init__(
+        self: Any,
+        *args: Any,
+        http_client: Any = None,
+        rate_limit: LLMRate | None = None,
+        **kwargs: Any,
+    ) -> None:
         is_async = isinstance(self, provider.sdk._base_client.AsyncAPIClient)
         http_client = _journaled_http_client(provider, http_client, is_async=is_async)
         init(self, *args, http_client=http_client, **kwargs)
+        self._pyrula_rate = rate_limit
         _guard_assigned_resources(self)
 
     return __init__
@@ -486,6 +590,7 @@ def _journaling_copy(copy: Callable[..., Any]) -> Callable[..., Any]:
         if kwargs.get("http_client") is None:
             kwargs["http_client"] = self._client  # some cloud clients' copy() builds a new one
         new = copy(self, *args, **kwargs)
+        new._pyrula_rate = self._pyrula_rate
         for name in _KEPT_ON_COPY:
             if getattr(self, name, None) is not None and getattr(new, name, None) is None:
                 setattr(new, name, getattr(self, name))
@@ -566,9 +671,14 @@ def _patched_by_instructor(client: Any) -> bool:
     return False
 
 
-def journaled(client: T) -> T:
+def journaled(client: T, *, rate_limit: LLMRate | None = None) -> T:
     """Convert a built SDK client (openai or anthropic, any of their clouds) in place, and return
-    it: from now on its calls journal inside a run."""
+    it: from now on its calls journal inside a run (each live one in a `rate_limit` slot).
+    A boto3 `bedrock-runtime` client is journaled in place through botocore's hooks."""
+    if any(k.__module__ == "botocore.client" for k in type(client).__mro__):
+        from pyrula.agents.compat.bedrock import journaled_bedrock
+
+        return journaled_bedrock(client, rate_limit=rate_limit)
     if _patched_by_instructor(client):
         orders = "; ".join(p.instructor_order for p in _PROVIDERS)
         raise TypeError(
@@ -576,11 +686,14 @@ def journaled(client: T) -> T:
             f"skip the journal; pass the provider client first: {orders}"
         )
     if getattr(type(client), "_pyrula_journaled", False):
+        if rate_limit is not None:
+            client._pyrula_rate = rate_limit  # type: ignore[attr-defined]
         return client
     provider, target = _drop_in_for(type(client))
     journal_http_client(client._client, provider.name)  # type: ignore[attr-defined]
     for name in _resource_names(type(client)):
         vars(client).pop(name, None)  # resources built before the conversion
     client.__class__ = target
+    client._pyrula_rate = rate_limit  # type: ignore[attr-defined]
     _guard_assigned_resources(client)
     return client
