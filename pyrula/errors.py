@@ -45,6 +45,16 @@ class JournalRefusal(BaseException):
     """
 
 
+class RecordRefused(JournalRefusal):
+    """Carries a `PayloadTooLarge` out of an SDK call untouched: the SDK would otherwise retry
+    the paid request (openai 2.x reads a reply's body inside its retry loop). The drop-in raises
+    the `PayloadTooLarge` itself once the call has unwound."""
+
+    def __init__(self, error: PayloadTooLarge) -> None:
+        self.error = error
+        super().__init__(str(error))
+
+
 class OfflineViolation(JournalRefusal):
     """A replay-only block asked for something it does not have."""
 

@@ -25,6 +25,7 @@ from pyrula.errors import (
     DurableInvocationCancelled,
     PayloadTooLarge,
     ProviderStreamTruncated,
+    RecordRefused,
     ReplayInputChanged,
     UnjournaledSurface,
 )
@@ -478,10 +479,12 @@ class Attempt:
                 return
             try:
                 self._record_call(key, parts, canonical, reply, payload)
-            except PayloadTooLarge:
+            except PayloadTooLarge as exc:
                 # Not journaled, so a resume asks again; but this reply was paid for.
                 payload.update(position=None, abandoned_at=position, error="PayloadTooLarge")
                 self.write("llm:done", payload)
+                if current_call.get() is not None:
+                    raise RecordRefused(exc) from exc  # still inside the SDK's retry loop
                 raise
             finally:
                 self.budget.settle(reservation, None)

@@ -178,11 +178,6 @@ def test_only_a_bedrock_runtime_client_converts():
         journaled_bedrock(object())
 
 
-def test_rate_limit_is_not_yet_supported():
-    with bs.BedrockStub() as stub, pytest.raises(NotImplementedError, match="not yet supported"):
-        journaled_bedrock(bs.client(stub), rate_limit=object())
-
-
 def test_a_method_taken_before_conversion_stays_unjournaled():
     with bs.BedrockStub() as stub:
         client = bs.client(stub)

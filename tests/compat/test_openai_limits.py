@@ -105,12 +105,6 @@ def test_a_stream_over_the_record_cap_ends_the_run_with_payload_too_large(reader
     store.close()
 
 
-@pytest.mark.xfail(
-    OPENAI_MAJOR < 3,
-    strict=True,
-    reason="openai 2.x reads a non-streamed body inside its retry loop: PayloadTooLarge becomes "
-    "APIConnectionError after max_retries more paid requests, until the drop-in stops it",
-)
 def test_a_reply_over_the_record_cap_is_not_retried_by_the_sdk():
     stub = _long_upstream()
 

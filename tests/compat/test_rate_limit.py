@@ -118,3 +118,22 @@ def test_a_sync_call_with_no_run_runs_unlimited_and_warns_once(caplog):
             client.messages.create(**{**anthropic_stub.MSG, "model": model})
     assert len(stub.seen) == 3 and clock.waits == []
     assert len([r for r in caplog.records if r.name == "pyrula.ratelimit"]) == 1
+
+
+def test_a_boto3_bedrock_client_waits_for_a_slot_and_replays_take_none():
+    pytest.importorskip("boto3")
+    from tests.compat import bedrock_stub as bs
+
+    clock = SkippingClock()
+    messages = [{"role": "user", "content": [{"text": "Ping?"}]}]
+    with bs.BedrockStub(bs.converse_reply(), bs.converse_reply()) as stub:
+        client = journaled(bs.client(stub), rate_limit=_rate(clock))
+
+        async def body(ctx: AgentContext) -> None:
+            for text in ("first", "second"):
+                ask = [{**messages[0], "content": [{"text": text}]}]
+                await ctx.to_thread(lambda: client.converse(modelId=bs.MODEL_ID, messages=ask))  # noqa: B023
+
+        park_and_resume(body, "rate_bedrock")
+        assert stub.count() == 2
+    assert len(clock.waits) == 1 and clock.waits[0] == pytest.approx(60, rel=0.05)

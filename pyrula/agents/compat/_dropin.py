@@ -25,7 +25,7 @@ import httpx
 import httpx2
 
 from pyrula.agents.compat._surfaces import SurfaceTable, Verdict
-from pyrula.errors import UnjournaledSurface
+from pyrula.errors import RecordRefused, UnjournaledSurface
 from pyrula.runtime.attempt import (
     ERROR_HEADERS,
     CallFrame,
@@ -285,6 +285,8 @@ def call_frame(outcomes: Outcomes, frame: CallFrame | None = None) -> Iterator[C
         yield frame
     except ReplayedFailure as replayed:
         raise outcomes.rebuilt(replayed) from None
+    except RecordRefused as refused:
+        raise refused.error from None
     except BaseException as exc:
         # The SDK gave up: journal a provider error, or a transport failure after the request
         # went out; a failure before sending (a rejected argument, no connection) is not.
@@ -315,12 +317,16 @@ class RateCall:
 
     def settle(self, slot: Slot | None, result: Any) -> None:
         if slot is not None and not self.streamed:
-            used = _total_tokens(getattr(result, "usage", None))
+            usage = result.get("usage") if isinstance(result, dict) else None  # boto3: a dict
+            used = _total_tokens(usage if usage is not None else getattr(result, "usage", None))
             if used is not None:
                 slot.settle(used)
 
 
 def _total_tokens(usage: Any) -> int | None:
+    if isinstance(usage, dict):  # Bedrock converse
+        total = usage.get("totalTokens")
+        return total if isinstance(total, int) else None
     total = getattr(usage, "total_tokens", None)
     if isinstance(total, int):
         return total

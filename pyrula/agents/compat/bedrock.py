@@ -20,7 +20,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
@@ -31,17 +30,19 @@ import botocore.exceptions
 from botocore.awsrequest import AWSResponse
 from botocore.client import BaseClient
 
+from pyrula.agents.compat._dropin import RateCall, framed
 from pyrula.agents.compat._surfaces import Surface, SurfaceTable, Verdict
 from pyrula.errors import ProviderStreamTruncated, UnjournaledSurface
 from pyrula.fingerprints import Canonical
 from pyrula.runtime.attempt import (
-    CallFrame,
     ReplayedFailure,
     current_attempt,
     current_call,
     current_scope,
     runs_bound,
 )
+from pyrula.runtime.ratelimit import BEDROCK as BEDROCK_KEY
+from pyrula.runtime.ratelimit import LLMRate
 from pyrula.transport.core import JournalCore, Live, Recording, Replay
 
 __all__ = ["TABLE", "journaled_bedrock"]
@@ -96,15 +97,9 @@ _in_call: ContextVar[bool] = ContextVar("pyrula_bedrock_call", default=False)
 # -- converting the client -------------------------------------------------------------------
 
 
-def journaled_bedrock(client: T, *, rate_limit: object | None = None) -> T:
+def journaled_bedrock(client: T, *, rate_limit: LLMRate | None = None) -> T:
     """Journal a built boto3 `bedrock-runtime` client's `converse` and `converse_stream` inside
-    a run, in place, and return it."""
-    if rate_limit is not None:
-        # NOT YET SUPPORTED: `pyrula.runtime.ratelimit` is being built; wire its slot in here.
-        raise NotImplementedError(
-            "journaled(client, rate_limit=...) is not yet supported for a boto3 Bedrock client; "
-            "call journaled(client) without it"
-        )
+    a run, in place, and return it; with `rate_limit`, each live call waits for a slot."""
     if type(client).__module__.split(".")[0] == "instructor":
         raise TypeError(
             "journaled() was handed an instructor client, whose calls would skip the journal; "
@@ -118,6 +113,7 @@ def journaled_bedrock(client: T, *, rate_limit: object | None = None) -> T:
             f"{f'a {service!r} client' if service else type(client).__name__}; build it with "
             '`boto3.client("bedrock-runtime", ...)`'
         )
+    client._pyrula_rate = rate_limit  # type: ignore[attr-defined]
     if vars(client).get("_pyrula_journaled"):
         return client
     for name, operation in client.meta.method_to_api_mapping.items():
@@ -153,7 +149,7 @@ def _guarded(
             if row.verdict is not J:
                 return method(*args, **kwargs)
             with _calling():
-                return method(*args, **kwargs)
+                return _limited(client, name, operation, method, args, kwargs)
         if row.verdict is R:
             raise UnjournaledSurface(
                 f"`{name}` cannot be journaled in a run: its replay would call Bedrock live "
@@ -164,16 +160,25 @@ def _guarded(
         refusal = _refused_tool(name, kwargs)
         if refusal is not None:
             raise UnjournaledSurface(refusal)
-        if threading.get_ident() == attempt.loop_thread:
-            raise UnjournaledSurface(
-                f"`{name}` of a boto3 client was called on the run's own event loop thread, "
-                "where it would block the run and cannot be journaled; call it through "
-                "`await ctx.to_thread(fn)` (or `ctx.map_threads`)"
-            )
-        with _call_frame(client, operation):
-            return method(*args, **kwargs)
+        attempt.refuse_loop_thread()  # boto3 blocks: before anything is signed or sent
+        with _calling():
+            return _limited(client, name, operation, method, args, kwargs)
 
     return call
+
+
+def _limited(
+    client: Any,
+    name: str,
+    operation: str,
+    method: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+) -> Any:
+    """One journaled call (botocore's retries share its position), in a `rate_limit=` slot."""
+    rate = RateCall.of(client, BEDROCK_KEY, kwargs, streamed=name == "converse_stream")
+    outcomes = _Outcomes(client, operation)
+    return framed(method, args, kwargs, outcomes, blocking=True, rate=rate)
 
 
 def _refused_tool(name: str, kwargs: dict[str, Any]) -> str | None:
@@ -222,39 +227,29 @@ def _calling() -> Iterator[None]:
 # -- one SDK call, one journal position: its outcome, errors included ------------------------
 
 
-@contextlib.contextmanager
-def _call_frame(client: Any, operation: str) -> Iterator[None]:
-    """One journaled call: botocore's retries share its position, and an error it ends in is
-    journaled, then raised again on replay without signing or sending anything."""
-    frame = CallFrame()
-    token = current_call.set(frame)
-    try:
-        with _calling():
-            yield
-    except ReplayedFailure as replayed:
-        raise _rebuilt(client, operation, replayed) from None
-    except BaseException as exc:
-        _ended(frame, exc)
-        raise
-    finally:
-        current_call.reset(token)
+class _Outcomes:
+    """botocore's outcomes of one journaled operation (see `_dropin.Outcomes`)."""
 
+    __slots__ = ("_client", "_operation")
 
-def _ended(frame: CallFrame, exc: BaseException) -> None:
-    """botocore gave up: journal a service error, or a failure after the request went out (a
-    read timeout, a dropped connection). A failure before it left (ParamValidationError, no
-    credentials or region, no connection made) is not journaled, so a resume runs it live."""
-    attempt = current_attempt.get()
-    if attempt is None:
-        return
-    failure = None
-    if isinstance(exc, botocore.exceptions.ClientError):
-        failure = {"type": "ClientError", "response": json.dumps(_kept_error(exc.response))}
-    elif isinstance(exc, botocore.exceptions.HTTPClientError):
-        # botocore's connect failures (EndpointConnectionError, ConnectTimeoutError, SSLError,
-        # ProxyConnectionError) derive from its `ConnectionError` instead, and are not kept.
-        failure = {"type": type(exc).__name__, "message": str(exc)}
-    attempt.end_call(frame, failure)
+    def __init__(self, client: Any, operation: str) -> None:
+        self._client = client
+        self._operation = operation
+
+    def sent_failure(self, exc: BaseException) -> dict[str, str] | None:
+        """A service error, or a failure after the request went out (a read timeout, a dropped
+        connection). One before it left (ParamValidationError, no credentials or region, no
+        connection made) is not journaled, so a resume runs it live."""
+        if isinstance(exc, botocore.exceptions.ClientError):
+            return {"type": "ClientError", "response": json.dumps(_kept_error(exc.response))}
+        if isinstance(exc, botocore.exceptions.HTTPClientError):
+            # botocore's connect failures (EndpointConnectionError, ConnectTimeoutError,
+            # SSLError, ProxyConnectionError) derive from its `ConnectionError` instead.
+            return {"type": type(exc).__name__, "message": str(exc)}
+        return None
+
+    def rebuilt(self, replayed: ReplayedFailure) -> BaseException:
+        return _rebuilt(self._client, self._operation, replayed)
 
 
 def _kept_error(response: dict[str, Any]) -> dict[str, Any]:
