@@ -127,6 +127,15 @@ def _finished_but_usage(canonical: Canonical, reply: Reply) -> bool:
     return completion.complete
 
 
+# A replayed reply was not served by the provider for this request, so it names no request id:
+# the SDKs then report `request_id` as None, not an id whose logs hold some other attempt.
+_REQUEST_IDS = frozenset({"request-id", "x-request-id"})
+
+
+def _not_a_served_request(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return [(k, v) for k, v in headers if k.lower() not in _REQUEST_IDS]
+
+
 def exchange_key(run_id: str, scope: str, index: int) -> bytes:
     return RUN_PREFIX + run_id.encode() + b"\x00" + scope.encode() + b"\x00" + _U32.pack(index)
 
@@ -267,7 +276,7 @@ class Attempt:
             failure = record.extra.get("failure")
             if isinstance(failure, dict) and failure.get("type") == _TRUNCATED:
                 frames = _cut_short(frames, str(failure.get("message", "")))
-            return Replay(record.status, record.headers, frames)
+            return Replay(record.status, _not_a_served_request(record.headers), frames)
         reservation = self.budget.reserve(len(parts.body), canonical.meta)
         commit = self._journaled(key, position, parts, canonical, scope, reservation)
         estimate = self._estimate(canonical, scope, reservation, position)

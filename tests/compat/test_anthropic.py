@@ -591,3 +591,20 @@ def test_a_stream_without_message_stop_raises_and_replays_the_error():
 
     park_and_resume(body, "anthropic_truncated")
     assert len(stub.calls) == 1 and len(caught) == 2 and caught[0] == caught[1]
+
+
+def test_a_replayed_message_has_no_request_id():
+    def reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
+        from tests.providers import anthropic_message
+
+        status, headers, frames = json_reply(anthropic_message(ANSWER))
+        return status, {**headers, "request-id": "req_live_1"}, frames
+
+    stub = Upstream(ANTHROPIC_LIB, reply)
+    ids: list[Any] = []
+
+    async def body(ctx: AgentContext) -> None:
+        ids.append((await make_client(stub).messages.create(**MSG))._request_id)
+
+    park_and_resume(body, "anthropic_request_id")
+    assert ids == ["req_live_1", None] and len(stub.calls) == 1
