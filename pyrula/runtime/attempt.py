@@ -35,6 +35,7 @@ from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.recorder import Reply, record_exchange
 from pyrula.runtime.journal import Event, Lease, RunJournal, RunRecord
 from pyrula.runtime.limits import AgentLimits, Budget, Reservation
+from pyrula.runtime.media import billable_request_bytes
 from pyrula.runtime.metering import deployment, prices, requested_model, usage_from_reply
 from pyrula.transport.core import Live, Plan, Replay
 from pyrula.transport.framing import completion_for
@@ -252,7 +253,9 @@ class Attempt:
         scope = current_scope.get()
         if scope.within != "run":
             # Inside a step or tool the unit's result is what is durable: meter, do not journal.
-            reservation = self.budget.reserve(len(parts.body), canonical.meta)
+            reservation = self.budget.reserve(
+                billable_request_bytes(parts.body, canonical.surface), canonical.meta
+            )
             return Live(
                 self._meter_only(canonical, scope, reservation),
                 self._estimate(canonical, scope, reservation, None),
@@ -277,7 +280,9 @@ class Attempt:
             if isinstance(failure, dict) and failure.get("type") == _TRUNCATED:
                 frames = _cut_short(frames, str(failure.get("message", "")))
             return Replay(record.status, _not_a_served_request(record.headers), frames)
-        reservation = self.budget.reserve(len(parts.body), canonical.meta)
+        reservation = self.budget.reserve(
+            billable_request_bytes(parts.body, canonical.surface), canonical.meta
+        )
         commit = self._journaled(key, position, parts, canonical, scope, reservation)
         estimate = self._estimate(canonical, scope, reservation, position)
         if frame is None:

@@ -608,3 +608,43 @@ def test_a_replayed_message_has_no_request_id():
 
     park_and_resume(body, "anthropic_request_id")
     assert ids == ["req_live_1", None] and len(stub.calls) == 1
+
+
+def _pdf(pages: int) -> bytes:
+    kids = " ".join(f"{n + 3} 0 R" for n in range(pages))
+    objects = [b"%PDF-1.4", b"1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj"]
+    objects.append(f"2 0 obj << /Type /Pages /Kids [{kids}] /Count {pages} >> endobj".encode())
+    objects += [f"{n + 3} 0 obj << /Type /Page /Parent 2 0 R >> endobj".encode() for n in range(pages)]  # noqa: E501
+    return b"\n".join([*objects, b"%%EOF"])
+
+
+@pytest.mark.parametrize(
+    ("block", "at_least", "at_most"),
+    [
+        ({"type": "image", "media_type": "image/png", "data": b"\x89PNG" + bytes(400_000)}, 1_600, 3_000),  # noqa: E501
+        ({"type": "document", "media_type": "application/pdf", "data": _pdf(3)}, 3 * 4_600, 16_000),
+    ],
+    ids=["image", "pdf"],
+)
+def test_an_abandoned_stream_counts_media_at_anthropics_bounds(block, at_least, at_most):
+    import base64
+
+    source = {
+        "type": "base64",
+        "media_type": block["media_type"],
+        "data": base64.b64encode(block["data"]).decode(),
+    }
+    content = [{"type": block["type"], "source": source}, {"type": "text", "text": "What?"}]
+    ask = {**MSG, "max_tokens": 1, "messages": [{"role": "user", "content": content}]}
+    stub = upstream()
+
+    @agent(name=f"anthropic_media_{block['type']}")
+    async def body(ctx: AgentContext) -> None:
+        stream = await make_client(stub).messages.create(**ask, stream=True)
+        async for _event in stream:
+            break
+        await stream.close()
+
+    handle = run_to_rest(body)
+    [done] = [e.payload for e in handle.events() if e.type == "llm:done"]
+    assert done["estimated"] and at_least <= done["total_tokens"] <= at_most

@@ -36,6 +36,7 @@ from pyrula.runtime.attempt import (
     journal_bypass,
     runs_bound,
 )
+from pyrula.runtime.media import billable_request_bytes
 from pyrula.runtime.ratelimit import LLMRate, Slot, estimate_tokens
 from pyrula.transport.adapters import (
     AsyncHttpx2Transport,
@@ -312,7 +313,7 @@ class RateCall:
         rate: LLMRate | None = getattr(client, "_pyrula_rate", None)
         if rate is None:
             return None
-        size = len(json.dumps(kwargs, default=str))
+        size = billable_request_bytes(json.dumps(kwargs, default=str).encode(), f"{key}.")
         return RateCall(rate, key, estimate_tokens(size, kwargs), streamed)
 
     def settle(self, slot: Slot | None, result: Any) -> None:
