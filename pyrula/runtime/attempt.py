@@ -36,7 +36,13 @@ from pyrula.journal.recorder import Reply, record_exchange
 from pyrula.runtime.journal import Event, Lease, RunJournal, RunRecord
 from pyrula.runtime.limits import AgentLimits, Budget, Reservation
 from pyrula.runtime.media import billable_request_bytes
-from pyrula.runtime.metering import deployment, prices, requested_model, usage_from_reply
+from pyrula.runtime.metering import (
+    canonical_model,
+    deployment,
+    prices,
+    requested_model,
+    usage_from_reply,
+)
 from pyrula.transport.core import Live, Plan, Replay
 from pyrula.transport.framing import completion_for
 
@@ -126,6 +132,13 @@ def _finished_but_usage(canonical: Canonical, reply: Reply) -> bool:
     for chunk in reply.frames:
         completion.feed(chunk)
     return completion.complete
+
+
+def _on_a_cloud(canonical: Canonical) -> bool:
+    return canonical.surface.startswith("bedrock.") or canonical.meta.get("platform") in (
+        "bedrock",
+        "vertex",
+    )
 
 
 # A replayed reply was not served by the provider for this request, so it names no request id:
@@ -451,6 +464,10 @@ class Attempt:
         model = usage.model or requested
         # An alias with a price row of its own is priced by it, else by the model that served it.
         priced = alias if alias is not None and prices.row(alias) else model
+        if alias is None and requested is not None and _on_a_cloud(canonical):
+            # A cloud's id (`us.anthropic.claude-haiku-4-5-20251001-v1:0`) is priced as asked,
+            # else by its canonical form, which is what `model` records.
+            model, priced = canonical_model(requested), requested
         payload = {
             "position": position,
             "surface": canonical.surface,

@@ -15,6 +15,7 @@ import pytest
 from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.agents.compat import Anthropic, AsyncAnthropic, journaled
 from pyrula.agents.compat import anthropic as compat
+from pyrula.runtime.metering import Usage, prices
 from tests.compat.anthropic_stub import ANSWER, MSG, upstream
 from tests.compat.test_anthropic_surfaces import make_client
 from tests.compat.test_openai_surfaces import park_and_resume
@@ -497,7 +498,12 @@ def test_cloud_clients_journal_without_keeping_credentials(cloud, streamed, tmp_
     else:
         assert sent["authorization"] == f"Bearer {_GCP_TOKEN}"
     [done] = [e.payload for e in handle.events() if e.type == "llm:done"]
-    assert done["requested_model"] == model and done["output_tokens"] > 0
+    assert done["requested_model"] == model and done["model"] == "claude-haiku-4-5"
+    # A stream's usage is message_start's, then message_delta's; Bedrock's own metrics on its last
+    # event are not added on top.
+    tokens = (5, 3) if streamed else (5, 2)
+    assert (done["input_tokens"], done["output_tokens"]) == tokens
+    assert done["cost_usd"] == prices.cost(Usage(None, *tokens), "claude-haiku-4-5")
     signature = sent["authorization"].rsplit("=", 1)[-1]
     store_bytes = b"".join(p.read_bytes() for p in Path(handle.journal.store.path).glob("*"))
     for secret in (_AWS_SECRET, _AWS_TOKEN, _GCP_TOKEN, signature):

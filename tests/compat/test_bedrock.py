@@ -20,6 +20,7 @@ from pyrula.agents import AgentContext, AgentLimits, agent
 from pyrula.agents.compat.bedrock import journaled_bedrock
 from pyrula.errors import BudgetExceeded
 from pyrula.runtime import answer
+from pyrula.runtime.metering import canonical_model
 from tests.compat import bedrock_stub as bs
 from tests.runtime.helpers import drive, new_store, run_to_rest
 
@@ -111,7 +112,8 @@ def test_converse_replays_the_live_reply_with_nothing_sent():
     [done] = llm_done(handle)
     assert done["position"] == "thread:main/thread0/llm0"
     assert (done["input_tokens"], done["output_tokens"]) == (11, 4)
-    assert done["model"] == bs.MODEL_ID
+    assert done["requested_model"] == bs.MODEL_ID
+    assert done["model"] == canonical_model(bs.MODEL_ID) == "claude-haiku-4-5"
 
 
 def test_converse_stream_replays_the_recorded_events_with_nothing_sent():
