@@ -264,3 +264,48 @@ def test_breaking_out_on_the_finish_reason_chunk_leaves_the_call_journaled():
     assert seen[0] == seen[1] and seen[0][-1]["choices"][0]["finish_reason"] == "stop"
     [done] = _llm_done(handle)
     assert done["position"] == "main/llm0" and done["estimated"] is True
+
+
+# -- n > 1: journaled once every choice has finished ------------------------------------------
+
+
+def _two_choices(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
+    import json
+
+    base = {"id": "chatcmpl-n", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+
+    def chunk(*choices: dict[str, Any], usage: Any = None) -> bytes:
+        return f"data: {json.dumps({**base, 'choices': list(choices), 'usage': usage})}\n\n".encode()  # noqa: E501
+
+    frames = [
+        chunk({"index": 0, "delta": {"role": "assistant", "content": "A"}}),
+        chunk({"index": 0, "delta": {}, "finish_reason": "stop"}),
+        chunk({"index": 1, "delta": {"role": "assistant", "content": "B"}}),
+        chunk({"index": 1, "delta": {}, "finish_reason": "stop"}),
+        chunk(usage={"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}),
+        b"data: [DONE]\n\n",
+    ]
+    return 200, {"content-type": "text/event-stream"}, frames
+
+
+@pytest.mark.parametrize("stop_after", [1, 2], ids=["first-choice", "every-choice"])
+def test_with_n_above_one_a_stream_is_journaled_once_every_choice_finished(stop_after):
+    from tests.providers import OPENAI_LIB, Upstream
+
+    stub = Upstream(OPENAI_LIB, _two_choices)
+
+    async def body(ctx: AgentContext) -> None:
+        finished = 0
+        stream = await make_client(stub).chat.completions.create(**_CHAT, n=2, stream=True)
+        async for chunk in stream:
+            finished += sum(1 for c in chunk.choices if c.finish_reason)
+            if finished == stop_after:
+                break  # before the usage chunk
+        await stream.close()
+
+    handle = park_and_resume(body, f"compat_stream_n_{stop_after}")
+    # Stopped after one of two choices: not whole, so not journaled and the resume asked again
+    # (and stopped there again); each attempt's reply is metered as an estimate.
+    assert len(stub.calls) == (1 if stop_after == 2 else 2)
+    positions = [d["position"] for d in _llm_done(handle)]
+    assert positions == (["main/llm0"] if stop_after == 2 else [None, None])
