@@ -18,6 +18,7 @@ STACKS = {
         "anthropic>=0.47,<1",
         "google-genai>=1.46,<3",
         "instructor>=1.17,<2",
+        "jsonref>=1,<2",  # instructor's google-genai mode imports it
         *_BOTH,
     ],
 }

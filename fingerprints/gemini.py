@@ -51,6 +51,9 @@ def canonicalize(parts: RequestParts) -> Canonical:
             compared["generationConfig"] = shape
         if sampling := rest(config, frozenset(CONFIG_COMPARED)):
             meta["generationConfig"] = sampling
+        limit = config.get("maxOutputTokens", config.get("max_output_tokens"))
+        if isinstance(limit, int):
+            meta["max_output_tokens"] = limit  # the spend caps' worst case reads it here
     elif config is not None:
         compared["generationConfig"] = strip_binary(config)  # malformed: compare it whole
     compared["stream"] = stream

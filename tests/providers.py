@@ -180,13 +180,18 @@ def ask(text: str) -> list[dict[str, str]]:
 
 
 def logged_upstream(
-    lib: Any, reply: Callable[[Any], tuple[int, dict[str, str], list[bytes]]], prefix: str = "/v1"
+    lib: Any,
+    reply: Callable[[Any], tuple[int, dict[str, str], list[bytes]]],
+    prefixes: tuple[str, ...] = ("/v1",),
 ) -> Upstream:
-    """A stub provider whose `.seen` lists each request that reached it as "METHOD /path"."""
+    """A stub provider whose `.seen` lists each request that reached it as "METHOD /path",
+    without the API version `prefixes` (tried in order, the first that matches is cut)."""
     seen: list[str] = []
 
     def logged(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
-        seen.append(f"{request.method} {request.url.path.removeprefix(prefix)}")
+        path = request.url.path
+        cut = next((p for p in prefixes if path.startswith(p)), "")
+        seen.append(f"{request.method} {path.removeprefix(cut)}")
         return reply(request)
 
     stub = Upstream(lib, logged)

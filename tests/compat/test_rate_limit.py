@@ -137,3 +137,39 @@ def test_a_boto3_bedrock_client_waits_for_a_slot_and_replays_take_none():
         park_and_resume(body, "rate_bedrock")
         assert stub.count() == 2
     assert len(clock.waits) == 1 and clock.waits[0] == pytest.approx(60, rel=0.05)
+
+
+@pytest.mark.parametrize("how", ["aio", "aio-stream", "sync-thread", "sync-stream"])
+def test_a_gemini_client_waits_for_a_slot_and_replays_take_none(how):
+    pytest.importorskip("google.genai")
+    from pyrula.agents.compat import genai
+    from tests.compat import genai_stub
+
+    clock = SkippingClock()
+    stub = genai_stub.upstream()
+    client = genai.Client(
+        api_key="k", http_options=genai_stub.http_options(stub), rate_limit=_rate(clock)
+    )
+
+    async def ask(ctx: AgentContext, text: str) -> Any:
+        model = genai_stub.MODEL
+        if how == "aio":
+            return await client.aio.models.generate_content(model=model, contents=text)
+        if how == "aio-stream":
+            stream = await client.aio.models.generate_content_stream(model=model, contents=text)
+            return [chunk async for chunk in stream]
+        if how == "sync-thread":
+            return await ctx.to_thread(
+                lambda: client.models.generate_content(model=model, contents=text)
+            )
+        return await ctx.to_thread(
+            lambda: list(client.models.generate_content_stream(model=model, contents=text))
+        )
+
+    async def body(ctx: AgentContext) -> None:
+        await ask(ctx, "first")
+        await ask(ctx, "second")
+
+    park_and_resume(body, f"rate_gemini_{how}")
+    assert len(stub.seen) == 2
+    assert len(clock.waits) == 1 and clock.waits[0] == pytest.approx(60, rel=0.05)

@@ -148,3 +148,11 @@ def test_inline_bytes_are_a_digest_whatever_their_length() -> None:
     data = canonical.compared["contents"][0]["parts"][1]["inlineData"]["data"]
     assert data["$digest"].startswith("sha256:")
     assert_no_secret(canonical, PDF)
+
+
+@pytest.mark.parametrize("name", ["maxOutputTokens", "max_output_tokens"])
+def test_the_output_limit_is_kept_where_the_spend_caps_read_it(name: str) -> None:
+    body = {**BASE, "generationConfig": {**BASE["generationConfig"], name: 77}}
+    canonical = canonicalize(post(URL, body))
+    assert canonical.meta["max_output_tokens"] == 77
+    assert canonical.digest == digest(post(URL, BASE))  # a sampling limit: not compared

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from pyrula.agents.compat import openai as _openai
@@ -34,11 +35,14 @@ __all__ = [
     "AzureOpenAI",
     "BedrockOpenAI",
     "OpenAI",
+    "genai",
     "journaled",
 ]
 
 
 def __getattr__(name: str) -> Any:
+    if name == "genai":  # imported when asked for: it needs google-genai (`pyrula[gemini]`)
+        return importlib.import_module("pyrula.agents.compat.genai")
     if name in ("BedrockOpenAI", "AsyncBedrockOpenAI"):
         return getattr(_openai, name)  # an ImportError naming the release when openai lacks it
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

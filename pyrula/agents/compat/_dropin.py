@@ -78,6 +78,21 @@ class Provider:
     def name(self) -> str:
         return self.sdk.__name__
 
+    @functools.cached_property
+    def route(self) -> Route:
+        provider = self
+        return Route(
+            table=self.table,
+            journaled=_limited,
+            blocking=lambda client, path: not isinstance(
+                client, provider.sdk._base_client.AsyncAPIClient
+            ),
+            refusal=lambda client, path, kwargs: _refused_argument(provider, path, kwargs),
+            is_resource=lambda value: _is_resource(value, provider.name),
+            prepare=self.prepare,
+            refuse_client=self.refuse_client,
+        )
+
     def given(self, value: Any) -> bool:
         sentinels = tuple(
             t for t in (getattr(self.sdk, "NotGiven", None), getattr(self.sdk, "Omit", None)) if t
@@ -202,31 +217,52 @@ def _passed_through(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[
     return result
 
 
-def _guarded_call(fn: Callable[..., Any], path: str, client: Any) -> Callable[..., Any]:
-    provider: Provider = client._pyrula_provider
+@dataclass(frozen=True)
+class Route:
+    """What differs between drop-ins when `guarded_call` routes one call through a table."""
 
-    blocking = not isinstance(client, provider.sdk._base_client.AsyncAPIClient)
+    table: SurfaceTable
+    # The call, journaled: framed as one call, in a `rate_limit=` slot when the client has one.
+    journaled: Callable[[Callable[..., Any], tuple[Any, ...], dict[str, Any], Any, str], Any]
+    # True when the request goes out on the calling thread (a sync client).
+    blocking: Callable[[Any, str], bool]
+    # Why a journaled call (its arguments, its tools) cannot be journaled in a run, else None.
+    refusal: Callable[[Any, str, dict[str, Any]], str | None]
+    # Whether an attribute of a resource is itself a resource (guarded in turn), not a value.
+    is_resource: Callable[[Any], bool]
+    # Adjusts a journaled call's arguments before it is sent.
+    prepare: Callable[[str, dict[str, Any]], dict[str, Any]] = _unchanged
+    # Why nothing on this client can be journaled in a run (anthropic's middleware), else None.
+    refuse_client: Callable[[Any], str | None] = _no_refusal
+
+
+def guarded_call(
+    fn: Callable[..., Any], path: str, client: Any, route: Route
+) -> Callable[..., Any]:
+    """`fn` (the SDK method at `path`) as the surface table says it runs inside a run."""
+    row = route.table.classify(path)
+    journaled = row.verdict is Verdict.JOURNALED
+    blocking = route.blocking(client, path)
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         attempt = current_attempt.get()
-        row = provider.table.classify(path)
         if attempt is None:
             _warn_unjournaled(client)
-            if row.verdict is Verdict.JOURNALED and client._pyrula_rate is not None:
-                return _limited(fn, args, kwargs, client, path)
+            if journaled and getattr(client, "_pyrula_rate", None) is not None:
+                return route.journaled(fn, args, kwargs, client, path)
             return fn(*args, **kwargs)
-        if blocking and row.verdict is Verdict.JOURNALED:
-            attempt.refuse_loop_thread()  # before anything is sent, in a step or tool too
-        if row.verdict is Verdict.JOURNALED:
-            kwargs = provider.prepare(path, kwargs)
+        if journaled:
+            if blocking:
+                attempt.refuse_loop_thread()  # before anything is sent, in a step or tool too
+            kwargs = route.prepare(path, kwargs)
         if current_scope.get().within != "run":
             # In a step or tool the unit's result is durable: generation calls are metered by
             # the transport, everything else passes through.
-            if row.verdict is Verdict.JOURNALED:
-                return _limited(fn, args, kwargs, client, path)
+            if journaled:
+                return route.journaled(fn, args, kwargs, client, path)
             return _passed_through(fn, args, kwargs)
-        refusal = provider.refuse_client(client)
+        refusal = route.refuse_client(client)
         if refusal is not None:
             raise UnjournaledSurface(f"`{path}` cannot be journaled in a run: {refusal}")
         if row.verdict is Verdict.REFUSED:
@@ -236,10 +272,10 @@ def _guarded_call(fn: Callable[..., Any], path: str, client: Any) -> Callable[..
             )
         if row.verdict is Verdict.PASSED_THROUGH:
             return _passed_through(fn, args, kwargs)
-        refusal = _refused_argument(provider, path, kwargs)
+        refusal = route.refusal(client, path, kwargs)
         if refusal is not None:
             raise UnjournaledSurface(refusal)
-        return _limited(fn, args, kwargs, client, path)
+        return route.journaled(fn, args, kwargs, client, path)
 
     return call
 
@@ -318,8 +354,11 @@ class RateCall:
 
     def settle(self, slot: Slot | None, result: Any) -> None:
         if slot is not None and not self.streamed:
-            usage = result.get("usage") if isinstance(result, dict) else None  # boto3: a dict
-            used = _total_tokens(usage if usage is not None else getattr(result, "usage", None))
+            if isinstance(result, dict):  # boto3
+                usage = result.get("usage")
+            else:  # google-genai keeps it as `usage_metadata`
+                usage = getattr(result, "usage", None) or getattr(result, "usage_metadata", None)
+            used = _total_tokens(usage)
             if used is not None:
                 slot.settle(used)
 
@@ -328,7 +367,7 @@ def _total_tokens(usage: Any) -> int | None:
     if isinstance(usage, dict):  # Bedrock converse
         total = usage.get("totalTokens")
         return total if isinstance(total, int) else None
-    total = getattr(usage, "total_tokens", None)
+    total = getattr(usage, "total_tokens", getattr(usage, "total_token_count", None))
     if isinstance(total, int):
         return total
     counts = [
@@ -350,7 +389,7 @@ def _replays(frame: CallFrame) -> bool:
 
 
 @contextlib.contextmanager
-def _blocking_slot(rate: RateCall | None, frame: CallFrame) -> Iterator[Slot | None]:
+def blocking_rate_slot(rate: RateCall | None, frame: CallFrame) -> Iterator[Slot | None]:
     if rate is None or _replays(frame):
         yield None
         return
@@ -362,7 +401,7 @@ def _blocking_slot(rate: RateCall | None, frame: CallFrame) -> Iterator[Slot | N
 
 
 @contextlib.asynccontextmanager
-async def _slot(rate: RateCall | None, frame: CallFrame) -> AsyncIterator[Slot | None]:
+async def rate_slot(rate: RateCall | None, frame: CallFrame) -> AsyncIterator[Slot | None]:
     if rate is None or _replays(frame):
         yield None
         return
@@ -383,7 +422,7 @@ def framed(
     """Call `fn` as one journaled call: `manager` when it returns a stream manager whose request
     goes out on entering it, `blocking` for a sync client (its request goes out inside `fn`)."""
     if blocking and not manager:
-        with call_frame(outcomes) as frame, _blocking_slot(rate, frame) as slot:
+        with call_frame(outcomes) as frame, blocking_rate_slot(rate, frame) as slot:
             result = fn(*args, **kwargs)
             if rate is not None:
                 rate.settle(slot, result)
@@ -399,7 +438,7 @@ def framed(
 
 async def _framed_async(awaitable: Awaitable[T], outcomes: Outcomes, rate: RateCall | None) -> T:
     with call_frame(outcomes) as frame:
-        async with _slot(rate, frame) as slot:
+        async with rate_slot(rate, frame) as slot:
             result = await awaitable
             if rate is not None:
                 rate.settle(slot, result)
@@ -418,7 +457,7 @@ class _FramedStreamManager:
 
     def __enter__(self) -> Any:
         outcomes, rate = self._pyrula_outcomes, self._pyrula_rate
-        with call_frame(outcomes) as frame, _blocking_slot(rate, frame):
+        with call_frame(outcomes) as frame, blocking_rate_slot(rate, frame):
             return self._pyrula_manager.__enter__()
 
     def __exit__(self, *exc_info: Any) -> Any:
@@ -426,7 +465,7 @@ class _FramedStreamManager:
 
     async def __aenter__(self) -> Any:
         with call_frame(self._pyrula_outcomes) as frame:
-            async with _slot(self._pyrula_rate, frame):
+            async with rate_slot(self._pyrula_rate, frame):
                 return await self._pyrula_manager.__aenter__()
 
     async def __aexit__(self, *exc_info: Any) -> Any:
@@ -501,11 +540,19 @@ class _Guard:
         if name.startswith("_"):
             return value
         path = f"{self._pyrula_path}.{name}"
-        if _is_resource(value, self._pyrula_client._pyrula_provider.name):
-            return _Guard(value, path, self._pyrula_client)
+        client = self._pyrula_client
+        route: Route = client._pyrula_route
+        if route.is_resource(value):
+            return type(self)(value, path, client)
         if callable(value):
-            return _guarded_call(value, path, self._pyrula_client)
+            return guarded_call(value, path, client, route)
         return value
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        # `isinstance(guard, Messages)` holds, as SDK code that checks its resources expects
+        # (google-genai's chats pick sync or async that way); `type(guard)` is still the guard.
+        return type(self._pyrula_target)
 
     def __dir__(self) -> list[str]:
         return dir(self._pyrula_target)
@@ -621,6 +668,7 @@ def drop_in(provider: Provider) -> Callable[[C], C]:
         page = provider.sdk._base_client.BasePage
         cls.request = _pages_bypass(cls.request, page)  # type: ignore[attr-defined]
         cls._pyrula_provider = provider  # type: ignore[attr-defined]
+        cls._pyrula_route = provider.route  # type: ignore[attr-defined]
         cls._pyrula_journaled = True  # type: ignore[attr-defined]
         return cls
 
@@ -681,11 +729,17 @@ def _patched_by_instructor(client: Any) -> bool:
 def journaled(client: T, *, rate_limit: LLMRate | None = None) -> T:
     """Convert a built SDK client (openai or anthropic, any of their clouds) in place, and return
     it: from now on its calls journal inside a run (each live one in a `rate_limit` slot).
-    A boto3 `bedrock-runtime` client is journaled in place through botocore's hooks."""
-    if any(k.__module__ == "botocore.client" for k in type(client).__mro__):
+    A boto3 `bedrock-runtime` client is journaled in place through botocore's hooks, and a
+    `google.genai.Client` as `pyrula.agents.compat.genai.journaled` does."""
+    modules = [k.__module__ for k in type(client).__mro__]
+    if "botocore.client" in modules:
         from pyrula.agents.compat.bedrock import journaled_bedrock
 
         return journaled_bedrock(client, rate_limit=rate_limit)
+    if any(m.startswith("google.genai") for m in modules):
+        from pyrula.agents.compat import genai
+
+        return genai.journaled(client, rate_limit=rate_limit)
     if _patched_by_instructor(client):
         orders = "; ".join(p.instructor_order for p in _PROVIDERS)
         raise TypeError(
