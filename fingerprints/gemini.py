@@ -20,6 +20,10 @@ COMPARED = {
     "tool_config": "toolConfig",
     "cachedContent": "cachedContent",
     "cached_content": "cachedContent",
+    # Where a reply that stopped to continue goes on from: each hop of an automatic
+    # continuation is a request of its own.
+    "continuationToken": "continuationToken",
+    "continuation_token": "continuationToken",
 }
 # The generation config fields that decide the reply's shape; the rest of it is sampling.
 CONFIG_COMPARED = {

@@ -81,11 +81,12 @@ class CallFrame:
     once the SDK has given up on it (`Attempt.end_call`), since the SDK may still retry it.
     """
 
-    __slots__ = ("held", "key", "position", "sent")
+    __slots__ = ("digest", "held", "key", "position", "sent")
 
     def __init__(self) -> None:
         self.position: str | None = None
         self.key: bytes | None = None
+        self.digest: str | None = None  # the fingerprint of the request at `position`
         # The last attempt sent live and not yet answered: (parts, canonical, scope, reservation).
         self.sent: tuple[RequestParts, Canonical, Scope, Reservation] | None = None
         # An error reply the SDK may still retry: (commit, reply, reservation).
@@ -274,6 +275,13 @@ class Attempt:
                 self._estimate(canonical, scope, reservation, None),
             )
         frame = current_call.get()
+        if frame is not None and frame.digest not in (None, canonical.digest):
+            # Another request inside the same SDK call, not a retry of the last one: a follow-up
+            # hop (Gemini's automatic continuation). It takes a position of its own.
+            self._release(frame)
+            frame.position = frame.key = None
+        if frame is not None:
+            frame.digest = canonical.digest
         if frame is not None and frame.position is not None and frame.key is not None:
             position, key = frame.position, frame.key  # the SDK retrying the call
             self._release(frame)

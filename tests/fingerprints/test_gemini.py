@@ -156,3 +156,10 @@ def test_the_output_limit_is_kept_where_the_spend_caps_read_it(name: str) -> Non
     canonical = canonicalize(post(URL, body))
     assert canonical.meta["max_output_tokens"] == 77
     assert canonical.digest == digest(post(URL, BASE))  # a sampling limit: not compared
+
+
+def test_a_continuation_hop_is_another_request():
+    def continued(body: dict[str, Any]) -> None:
+        body["continuationToken"] = "cmVzdW1lLWhlcmU="
+
+    assert digest_after(URL, BASE, continued) != digest_after(URL, BASE, lambda body: None)

@@ -275,7 +275,8 @@ async def _framed_async(
 def _journaled_call(
     fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], client: Any, path: str
 ) -> Any:
-    """One SDK call, one journal position: its retries (and continuation hops) share it."""
+    """One SDK call: its retries share one journal position; each hop of an automatic
+    continuation (a follow-up request, not a retry) takes the next one."""
     is_async = path.startswith("aio.")
     outcomes = _Outcomes(_stack(client, is_async=is_async))
     stream = path.endswith("_stream")
@@ -294,36 +295,9 @@ def _journaled_call(
     return _plain(result)
 
 
-_CONTINUES = "automatic_continuation" in google.genai.types.GenerateContentConfig.model_fields
-
-
-def _one_hop(config: Any) -> Any:
-    """Turn the SDK's automatic continuation off for a journaled call.
-
-    With it on (google-genai 2.x and later), a reply that stops at `finish_reason=CONTINUATION`
-    makes the SDK send follow-up requests inside the one call; they would share its journal
-    position and be answered with its first reply again, for ever. Until the hops are merged
-    into one journaled reply, the call returns that first reply, `continuation_token` included:
-    pass the token in a new call to go on.
-    """
-    if not _CONTINUES:
-        return config
-    if config is None:
-        return google.genai.types.GenerateContentConfig(automatic_continuation=False)
-    if isinstance(config, dict):
-        return {**config, "automatic_continuation": False}
-    return config.model_copy(update={"automatic_continuation": False})
-
-
 def _refusal(client: Any, path: str, kwargs: dict[str, Any]) -> str | None:
     refusal = tools_refusal(kwargs.get("config")) if path in GENERATION else None
     return None if refusal is None else f"`{path}` with {refusal}"
-
-
-def _prepared(path: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    if path not in GENERATION:
-        return kwargs
-    return {**kwargs, "config": _one_hop(kwargs.get("config"))}
 
 
 _ROUTE = Route(
@@ -332,7 +306,6 @@ _ROUTE = Route(
     blocking=lambda client, path: not path.startswith("aio."),
     refusal=_refusal,
     is_resource=lambda value: _is_resource(value),
-    prepare=_prepared,
 )
 
 
