@@ -6,6 +6,8 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pydantic
+
 from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.runtime import answer
 from tests.runtime.helpers import drive, new_store, run_to_rest
@@ -23,6 +25,15 @@ async def invoke(client: Any, call: str, kwargs: dict[str, Any]) -> Any:
     if inspect.isawaitable(result):
         result = await result
     return result
+
+
+def dumped(value: Any) -> Any:
+    """An SDK object (or a list of them) as JSON values, to compare a live one with its replay."""
+    if isinstance(value, list):
+        return [dumped(v) for v in value]
+    if isinstance(value, pydantic.BaseModel):
+        return value.model_dump(mode="json")
+    return value
 
 
 def park_and_resume(body: Callable[[AgentContext], Awaitable[Any]], name: str) -> Any:

@@ -17,8 +17,8 @@ from pyrula.agents.compat import Anthropic, AsyncAnthropic, journaled
 from pyrula.agents.compat import anthropic as compat
 from pyrula.runtime.metering import Usage, prices
 from tests.compat.anthropic_stub import ANSWER, MSG, upstream
+from tests.compat.rows import dumped, park_and_resume
 from tests.compat.test_anthropic_surfaces import make_client
-from tests.compat.test_openai_surfaces import park_and_resume
 from tests.providers import ANTHROPIC_LIB, Upstream, json_reply
 from tests.runtime.helpers import run_to_rest
 
@@ -29,12 +29,6 @@ class Answer(pydantic.BaseModel):
     answer: str
 
 
-def _dump(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_dump(v) for v in value]
-    if isinstance(value, pydantic.BaseModel):
-        return value.model_dump(mode="json")
-    return value
 
 
 async def _create(c: Any) -> Any:
@@ -110,7 +104,7 @@ def test_live_then_replay_gives_the_same_result(call):
     results: list[Any] = []
 
     async def body(ctx: AgentContext) -> None:
-        results.append(_dump(await call(make_client(stub))))
+        results.append(dumped(await call(make_client(stub))))
 
     park_and_resume(body, f"anthropic_equal_{call.__name__}")
     assert len(stub.seen) == 1, stub.seen  # the resume sent nothing
@@ -127,13 +121,10 @@ def test_a_stream_helper_and_its_create_replay_each_other(recorded, resumed):
     stub = upstream()
     calls = iter([recorded, resumed])
 
-    @agent(name=f"anthropic_pair_{recorded.__name__}")
-    async def body(ctx: AgentContext) -> str:
+    async def body(ctx: AgentContext) -> None:
         await next(calls)(make_client(stub))
-        await ctx.interrupt("go on?")
-        return "done"
 
-    _resume(body)
+    park_and_resume(body, f"anthropic_pair_{recorded.__name__}")
     assert len(stub.seen) == 1, stub.seen
 
 
@@ -143,31 +134,15 @@ def test_parse_and_create_replay_each_other():
     stub = upstream()
     calls = iter([_plain_parse, _create])
 
-    @agent(name="anthropic_parse_pair")
-    async def body(ctx: AgentContext) -> str:
+    async def body(ctx: AgentContext) -> None:
         await next(calls)(make_client(stub))
-        await ctx.interrupt("go on?")
-        return "done"
 
-    _resume(body)
+    park_and_resume(body, "anthropic_parse_pair")
     assert len(stub.seen) == 1, stub.seen
 
 
 async def _plain_parse(c: Any) -> Any:
     return await c.messages.parse(**MSG)
-
-
-def _resume(body: Any) -> Any:
-    from pyrula.runtime.client import answer
-    from tests.runtime.helpers import drive, new_store
-
-    store = new_store()
-    handle = run_to_rest(body, store=store)
-    assert handle.record.status == "parked"
-    answer(handle.id, "yes", store=store)
-    drive(store)
-    assert handle.record.status == "completed", handle.events()[-1].payload
-    return handle
 
 
 def test_a_reply_the_parser_rejects_replays_as_the_same_error():
@@ -305,7 +280,7 @@ def test_journaled_converts_a_built_client_and_keeps_its_http_client():
     results: list[Any] = []
 
     async def body(ctx: AgentContext) -> None:
-        results.append(_dump(await client.messages.create(**MSG)))
+        results.append(dumped(await client.messages.create(**MSG)))
 
     park_and_resume(body, "anthropic_converted")
     assert len(stub.seen) == 1 and results[0] == results[1]
@@ -330,7 +305,7 @@ def test_copy_and_with_options_keep_journaling_and_the_http_client(how):
     results: list[Any] = []
 
     async def body(ctx: AgentContext) -> None:
-        results.append(_dump(await copied.messages.create(**MSG)))
+        results.append(dumped(await copied.messages.create(**MSG)))
 
     park_and_resume(body, f"anthropic_{how}")
     assert len(stub.seen) == 1 and results[0] == results[1]
@@ -347,7 +322,7 @@ def test_the_sync_twin_journals_on_a_thread_of_the_run():
 
     async def body(ctx: AgentContext) -> None:
         reply = await ctx.to_thread(lambda: client.messages.create(**MSG))
-        results.append(_dump(reply))
+        results.append(dumped(reply))
 
     park_and_resume(body, "anthropic_sync_thread")
     assert len(stub.seen) == 1 and results[0] == results[1]
@@ -486,9 +461,9 @@ def test_cloud_clients_journal_without_keeping_credentials(cloud, streamed, tmp_
     async def body(ctx: AgentContext) -> None:
         if streamed:
             stream = await client.messages.create(**{**MSG, "model": model}, stream=True)
-            results.append(_dump([event async for event in stream]))
+            results.append(dumped([event async for event in stream]))
         else:
-            results.append(_dump(await client.messages.create(**{**MSG, "model": model})))
+            results.append(dumped(await client.messages.create(**{**MSG, "model": model})))
 
     handle = park_and_resume(body, f"anthropic_{cloud}_{streamed}")
     assert len(stub.seen) == 1 and results[0] == results[1]

@@ -12,7 +12,7 @@ import pytest
 from pyrula.agents import AgentContext
 from pyrula.agents.compat import Anthropic, AsyncAnthropic, journaled
 from tests.compat.anthropic_stub import MSG
-from tests.compat.test_openai_surfaces import park_and_resume
+from tests.compat.rows import park_and_resume
 from tests.providers import ANTHROPIC_LIB, Upstream, anthropic_message, json_reply
 
 instructor = pytest.importorskip("instructor")

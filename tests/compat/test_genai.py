@@ -36,6 +36,7 @@ from tests.compat.genai_stub import (
     stream_chunks,
     upstream,
 )
+from tests.compat.rows import dumped
 from tests.compat.test_openai_surfaces import park_and_resume
 from tests.providers import TEST_KEY, json_reply
 from tests.runtime.helpers import drive, run_to_rest
@@ -47,12 +48,6 @@ class Answer(pydantic.BaseModel):
     answer: str
 
 
-def _dump(value: Any) -> Any:
-    if isinstance(value, list):
-        return [_dump(v) for v in value]
-    if isinstance(value, pydantic.BaseModel):
-        return value.model_dump(mode="json")
-    return value
 
 
 # -- each journaled surface: a resume replays what the live call returned ------------------------
@@ -127,7 +122,7 @@ def test_live_then_replay_gives_the_same_result(call):
     results: list[Any] = []
 
     async def body(ctx: AgentContext) -> None:
-        results.append(_dump(await call(make_client(stub), ctx)))
+        results.append(dumped(await call(make_client(stub), ctx)))
 
     park_and_resume(body, f"genai_equal_{call.__name__}")
     assert len(stub.seen) == 1, stub.seen  # the resume sent nothing
@@ -356,8 +351,8 @@ def test_the_default_clients_send_through_the_journal():
         client = genai.Client(api_key=TEST_KEY, http_options={"base_url": "http://genai.test"})
         for transport in _transports(client):
             transport._inner = stub.transport()  # the network, stood in for under the journal
-        results.append(_dump(await _aio_generate(client, ctx)))
-        results.append(_dump(await _sync_generate(client, ctx)))
+        results.append(dumped(await _aio_generate(client, ctx)))
+        results.append(dumped(await _sync_generate(client, ctx)))
 
     park_and_resume(body, "genai_default_transports")
     assert len(stub.seen) == 2 and results[:2] == results[2:]
@@ -512,7 +507,7 @@ def test_the_chat_history_of_a_replayed_turn_is_the_live_one():
         chat = make_client(stub).aio.chats.create(model=MODEL)
         await chat.send_message("one")
         await chat.send_message("two")
-        histories.append(json.dumps(_dump(chat.get_history())))
+        histories.append(json.dumps(dumped(chat.get_history())))
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -541,7 +536,7 @@ def test_an_automatic_continuation_replays_every_hop_with_nothing_sent():
         client = make_client(stub)
         config = {"automatic_continuation": True}
         reply = await client.aio.models.generate_content(model=MODEL, contents="x", config=config)
-        results.append(_dump(reply))
+        results.append(dumped(reply))
 
     handle = park_and_resume(body, "genai_continuation")
     assert len(stub.seen) == 2 and results[0] == results[1]

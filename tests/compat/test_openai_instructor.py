@@ -13,7 +13,7 @@ import pytest
 from pyrula.agents import AgentContext
 from pyrula.agents.compat import openai as compat
 from pyrula.journal.exchanges import Exchanges
-from tests.compat.test_openai_surfaces import park_and_resume
+from tests.compat.rows import park_and_resume
 from tests.providers import OPENAI_LIB, Upstream, chat_completion, json_reply
 
 instructor = pytest.importorskip("instructor")
