@@ -41,8 +41,14 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    if name == "genai":  # imported when asked for: it needs google-genai (`pyrula[gemini]`)
-        return importlib.import_module("pyrula.agents.compat.genai")
+    if name == "genai":  # imported when asked for: it needs google-genai
+        try:
+            return importlib.import_module("pyrula.agents.compat.genai")
+        except ImportError as exc:
+            raise ImportError(
+                f"the Gemini drop-in needs google-genai ({exc}); install it with "
+                '`pip install "pyrula[agents,gemini]"`'
+            ) from exc
     if name in ("BedrockOpenAI", "AsyncBedrockOpenAI"):
         return getattr(_openai, name)  # an ImportError naming the release when openai lacks it
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
