@@ -37,6 +37,7 @@ from pyrula.runtime.journal import Event, Lease, RunJournal, RunRecord
 from pyrula.runtime.limits import AgentLimits, Budget, Reservation
 from pyrula.runtime.media import billable_request_bytes
 from pyrula.runtime.metering import (
+    arrived_output_tokens,
     canonical_model,
     deployment,
     prices,
@@ -575,6 +576,11 @@ class Attempt:
         def meter(reply: Reply) -> None:
             self.budget.settle(reservation, None)
             payload = self._llm_payload(canonical, reply, scope, None)
+            # Text and tool arguments that had streamed were billed as output, usage or not.
+            arrived = arrived_output_tokens(b"".join(reply.frames), reply.streamed)
+            if arrived > payload["output_tokens"]:
+                payload["total_tokens"] += arrived - payload["output_tokens"]
+                payload["output_tokens"] = arrived
             payload["total_tokens"] = max(payload["total_tokens"], reservation.tokens)
             payload.update(estimated=True, abandoned_at=position)
             self.write("llm:done", payload)

@@ -53,6 +53,36 @@ def _documents(body: bytes, streamed: bool) -> list[Any]:
     return found
 
 
+# Where streamed events carry what the model generated: text and tool-call arguments (OpenAI's
+# `content`, `arguments` and Responses `delta`; Anthropic's `text` and `partial_json`; Gemini's
+# `text` and `args`; Bedrock's `text` and `input`).
+_GENERATED = frozenset({"content", "arguments", "delta", "text", "partial_json", "args", "input"})
+_BYTES_PER_TOKEN = 4
+
+
+def arrived_output_tokens(body: bytes, streamed: bool) -> int:
+    """Output a stream cut short had already sent, text and tool arguments alike, at four bytes
+    a token: an estimate for when its own usage never arrived."""
+    size = 0
+    for doc in _documents(body, streamed):
+        if isinstance(doc, dict) and str(doc.get("type", "")).endswith(".done"):
+            continue  # Responses repeats each finished part whole
+        stack: list[Any] = [doc]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, list):
+                stack.extend(item)
+            elif isinstance(item, dict):
+                for key, value in item.items():
+                    if key in _GENERATED and isinstance(value, str):
+                        size += len(value)
+                    elif key == "args" and isinstance(value, dict):  # Gemini's functionCall
+                        size += len(json.dumps(value))
+                    else:
+                        stack.append(value)
+    return size // _BYTES_PER_TOKEN
+
+
 def _without_invocation_metrics(doc: Any) -> Any:
     # Bedrock repeats the model's usage in its own `amazon-bedrock-invocationMetrics` on the last
     # chunk: reading both would count the call twice.

@@ -629,3 +629,41 @@ def test_an_abandoned_stream_counts_media_at_anthropics_bounds(block, at_least, 
     handle = run_to_rest(body)
     [done] = [e.payload for e in handle.events() if e.type == "llm:done"]
     assert done["estimated"] and at_least <= done["total_tokens"] <= at_most
+
+
+def test_an_abandoned_stream_counts_the_tool_arguments_that_arrived_as_output():
+    arguments = json.dumps({"query": "x" * 8_000})
+
+    def reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
+        from tests.providers import anthropic_message
+
+        def event(name: str, **data: Any) -> bytes:
+            return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+
+        block = {"type": "tool_use", "id": "toolu_1", "name": "search", "input": {}}
+        delta = {"type": "input_json_delta", "partial_json": arguments}
+        message = {**anthropic_message(""), "content": [], "stop_reason": None}
+        frames = [
+            event("message_start", message=message),
+            event("content_block_start", index=0, content_block=block),
+            event("content_block_delta", index=0, delta=delta),
+            event("content_block_delta", index=0, delta={**delta, "partial_json": ""}),
+        ]
+        return 200, {"content-type": "text/event-stream"}, frames
+
+    stub = Upstream(ANTHROPIC_LIB, reply)
+
+    @agent(name="anthropic_abandoned_tool_args")
+    async def body(ctx: AgentContext) -> None:
+        stream = await make_client(stub).messages.create(**MSG, stream=True)
+        seen = 0
+        async for _event in stream:
+            seen += 1
+            if seen == 3:  # the arguments have arrived; stop before the reply ends
+                break
+        await stream.close()
+
+    handle = run_to_rest(body)
+    [done] = [e.payload for e in handle.events() if e.type == "llm:done"]
+    # 8,000-odd bytes of arguments, at four a token; far above the call's 64-token output cap.
+    assert done["estimated"] and done["output_tokens"] >= len(arguments) // 4
