@@ -13,12 +13,12 @@ import pydantic
 import pytest
 
 from pyrula.agents import AgentContext, UnjournaledSurface, agent
-from pyrula.agents.compat import Anthropic, AsyncAnthropic, journaled
+from pyrula.agents.compat import AsyncAnthropic, journaled
 from pyrula.agents.compat import anthropic as compat
 from pyrula.runtime.metering import Usage, prices
 from tests.compat.anthropic_stub import ANSWER, MSG, upstream
 from tests.compat.rows import dumped, park_and_resume
-from tests.compat.test_anthropic_surfaces import make_client
+from tests.compat.test_anthropic_surfaces import make_client, make_sync_client
 from tests.providers import ANTHROPIC_LIB, Upstream, json_reply
 from tests.runtime.helpers import run_to_rest
 
@@ -313,11 +313,7 @@ def test_copy_and_with_options_keep_journaling_and_the_http_client(how):
 
 def test_the_sync_twin_journals_on_a_thread_of_the_run():
     stub = upstream()
-    client = Anthropic(
-        api_key="k",
-        base_url="http://anthropic.test",
-        http_client=ANTHROPIC_LIB.Client(transport=stub.transport()),
-    )
+    client = make_sync_client(stub)
     results: list[Any] = []
 
     async def body(ctx: AgentContext) -> None:
@@ -330,12 +326,7 @@ def test_the_sync_twin_journals_on_a_thread_of_the_run():
 
 def test_the_sync_twin_on_the_loop_thread_is_refused():
     stub = upstream()
-    client = Anthropic(
-        api_key="k",
-        base_url="http://anthropic.test",
-        http_client=ANTHROPIC_LIB.Client(transport=stub.transport()),
-        max_retries=0,
-    )
+    client = make_sync_client(stub)
     caught: list[BaseException] = []
 
     @agent(name="anthropic_sync_loop")

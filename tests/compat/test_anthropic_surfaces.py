@@ -8,7 +8,7 @@ import anthropic
 import pytest
 
 from pyrula.agents.compat._anthropic_surfaces import ANTHROPIC, SURFACES
-from pyrula.agents.compat.anthropic import AsyncAnthropic
+from pyrula.agents.compat.anthropic import Anthropic, AsyncAnthropic
 from tests.compat.anthropic_stub import MSG, upstream
 from tests.compat.rows import check_row
 from tests.providers import ANTHROPIC_LIB
@@ -93,6 +93,16 @@ def make_client(stub: Any, **kw: Any) -> AsyncAnthropic:
         api_key="sk-ant-unused",
         base_url="http://anthropic.test",
         http_client=ANTHROPIC_LIB.AsyncClient(transport=stub.transport()),
+        max_retries=0,
+        **kw,
+    )
+
+
+def make_sync_client(stub: Any, **kw: Any) -> Anthropic:
+    return Anthropic(
+        api_key="sk-ant-unused",
+        base_url="http://anthropic.test",
+        http_client=ANTHROPIC_LIB.Client(transport=stub.transport()),
         max_retries=0,
         **kw,
     )

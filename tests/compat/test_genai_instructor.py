@@ -8,29 +8,17 @@ import json
 from typing import Any
 
 import google.genai
-import pydantic
 import pytest
 
 from pyrula.agents import AgentContext
 from pyrula.agents.compat import genai
 from tests.compat.genai_stub import MODEL, make_client, response, upstream
+from tests.compat.instructor_support import User
 from tests.compat.test_openai_surfaces import park_and_resume
 from tests.providers import json_reply
 
 instructor = pytest.importorskip("instructor")
 pytest.importorskip("jsonref", reason="instructor needs it for Gemini: instructor[google-genai]")
-
-
-class User(pydantic.BaseModel):
-    name: str
-    age: int
-
-    @pydantic.field_validator("name")
-    @classmethod
-    def shouted(cls, value: str) -> str:
-        if value != value.upper():
-            raise ValueError("name must be upper case")
-        return value
 
 
 def _reply(request: Any) -> Any:

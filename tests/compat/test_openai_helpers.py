@@ -12,10 +12,15 @@ import pydantic
 import pytest
 
 from pyrula.agents import AgentContext, ReplayInputChanged, agent
-from pyrula.agents.compat.openai import OpenAI
 from pyrula.runtime import resume
 from tests.compat.openai_stub import upstream
-from tests.compat.test_openai_surfaces import _CHAT, _RESP, make_client, park_and_resume
+from tests.compat.test_openai_surfaces import (
+    _CHAT,
+    _RESP,
+    make_client,
+    make_sync_client,
+    park_and_resume,
+)
 from tests.providers import OPENAI_LIB, Upstream, chat_completion, json_reply
 from tests.runtime.helpers import drive, new_store, run_to_rest
 
@@ -125,12 +130,7 @@ def test_a_sync_helper_and_its_create_replay_each_other():
         return client.chat.completions.create(**_CHAT, response_format=CHAT_FORMAT)
 
     async def body(ctx: AgentContext) -> None:
-        client = OpenAI(
-            api_key="sk-unused",
-            base_url="http://openai.test/v1",
-            http_client=OPENAI_LIB.Client(transport=stub.transport()),
-            max_retries=0,
-        )
+        client = make_sync_client(stub)
         reply = await ctx.to_thread(call, client)
         seen.append(reply.choices[0].message.content)
 

@@ -7,28 +7,16 @@ import json
 from typing import Any
 
 import openai
-import pydantic
 import pytest
 
 from pyrula.agents import AgentContext
 from pyrula.agents.compat import openai as compat
 from pyrula.journal.exchanges import Exchanges
+from tests.compat.instructor_support import User
 from tests.compat.rows import park_and_resume
 from tests.providers import OPENAI_LIB, Upstream, chat_completion, json_reply
 
 instructor = pytest.importorskip("instructor")
-
-
-class User(pydantic.BaseModel):
-    name: str
-    age: int
-
-    @pydantic.field_validator("name")
-    @classmethod
-    def shouted(cls, value: str) -> str:
-        if value != value.upper():
-            raise ValueError("name must be upper case")
-        return value
 
 
 _ASK = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Ada is 36."}]}

@@ -10,7 +10,7 @@ import pytest
 
 from pyrula.agents import AgentContext
 from tests.compat.openai_stub import upstream
-from tests.compat.test_openai_surfaces import _CHAT, make_client, park_and_resume
+from tests.compat.test_openai_surfaces import _CHAT, make_client, make_sync_client, park_and_resume
 
 
 def _llm_done(handle: Any) -> list[dict[str, Any]]:
@@ -145,8 +145,6 @@ def test_a_truncated_stream_outside_a_run_ends_quietly():
 
 def test_a_truncated_stream_on_a_sync_client_raises_and_replays_the_error():
     from pyrula.agents import ProviderStreamTruncated
-    from pyrula.agents.compat.openai import OpenAI
-    from tests.providers import OPENAI_LIB
 
     stub = _cut_upstream()
     outcomes: list[Any] = []
@@ -160,12 +158,7 @@ def test_a_truncated_stream_on_a_sync_client_raises_and_replays_the_error():
             outcomes.append(("truncated", len(stub.calls), got))
 
     async def body(ctx: AgentContext) -> None:
-        client = OpenAI(
-            api_key="sk-unused",
-            base_url="http://openai.test/v1",
-            http_client=OPENAI_LIB.Client(transport=stub.transport()),
-            max_retries=0,
-        )
+        client = make_sync_client(stub)
         await ctx.to_thread(read, client)
 
     park_and_resume(body, "compat_truncated_sync")
@@ -199,8 +192,6 @@ def test_async_for_with_and_close_live_and_on_replay():
 
 
 def test_sync_for_with_and_close_live_and_on_replay():
-    from pyrula.agents.compat.openai import OpenAI
-    from tests.providers import OPENAI_LIB
 
     stub = upstream()
     seen: list[Any] = []
@@ -214,12 +205,7 @@ def test_sync_for_with_and_close_live_and_on_replay():
         return got
 
     async def body(ctx: AgentContext) -> None:
-        client = OpenAI(
-            api_key="sk-unused",
-            base_url="http://openai.test/v1",
-            http_client=OPENAI_LIB.Client(transport=stub.transport()),
-            max_retries=0,
-        )
+        client = make_sync_client(stub)
         seen.append(await ctx.to_thread(read, client))
 
     park_and_resume(body, "compat_stream_forms_sync")

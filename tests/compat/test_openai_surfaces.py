@@ -8,7 +8,7 @@ import pydantic
 import pytest
 
 from pyrula.agents.compat._openai_surfaces import OPENAI, SURFACES
-from pyrula.agents.compat.openai import AsyncOpenAI
+from pyrula.agents.compat.openai import AsyncOpenAI, OpenAI
 from tests.compat.openai_stub import upstream
 from tests.compat.rows import check_row, invoke, park_and_resume  # noqa: F401
 from tests.providers import OPENAI_LIB
@@ -123,6 +123,15 @@ def make_client(stub: Any) -> AsyncOpenAI:
         api_key="sk-unused",
         base_url="http://openai.test/v1",
         http_client=OPENAI_LIB.AsyncClient(transport=stub.transport()),
+        max_retries=0,
+    )
+
+
+def make_sync_client(stub: Any) -> OpenAI:
+    return OpenAI(
+        api_key="sk-unused",
+        base_url="http://openai.test/v1",
+        http_client=OPENAI_LIB.Client(transport=stub.transport()),
         max_retries=0,
     )
 

@@ -18,10 +18,8 @@ Outside a run every call passes through untouched.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import time
-import warnings
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
@@ -30,16 +28,14 @@ import botocore.exceptions
 from botocore.awsrequest import AWSResponse
 from botocore.client import BaseClient
 
-from pyrula.agents.compat._dropin import RateCall, framed
+from pyrula.agents.compat._dropin import RateCall, Route, framed, guarded_call
 from pyrula.agents.compat._surfaces import Surface, SurfaceTable, Verdict
-from pyrula.errors import ProviderStreamTruncated, UnjournaledSurface
+from pyrula.errors import ProviderStreamTruncated
 from pyrula.fingerprints import Canonical
 from pyrula.runtime.attempt import (
     ReplayedFailure,
     current_attempt,
     current_call,
-    current_scope,
-    runs_bound,
 )
 from pyrula.runtime.ratelimit import BEDROCK as BEDROCK_KEY
 from pyrula.runtime.ratelimit import LLMRate
@@ -116,10 +112,10 @@ def journaled_bedrock(client: T, *, rate_limit: LLMRate | None = None) -> T:
     client._pyrula_rate = rate_limit  # type: ignore[attr-defined]
     if vars(client).get("_pyrula_journaled"):
         return client
-    for name, operation in client.meta.method_to_api_mapping.items():
+    for name in client.meta.method_to_api_mapping:
         method = getattr(client, name, None)  # botocore models some it builds no method for
         if method is not None:
-            setattr(client, name, _guarded(client, name, operation, method))
+            setattr(client, name, guarded_call(method, name, client, _ROUTE))
     hook = _JournalHook(client)
     for operation in ("Converse", "ConverseStream"):
         client.meta.events.register(
@@ -132,39 +128,26 @@ def journaled_bedrock(client: T, *, rate_limit: LLMRate | None = None) -> T:
 # -- the surface table, applied to one call --------------------------------------------------
 
 
-def _guarded(
-    client: Any, name: str, operation: str, method: Callable[..., Any]
-) -> Callable[..., Any]:
-    row = TABLE.classify(name)
+def _journaled(
+    method: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    client: Any,
+    name: str,
+) -> Any:
+    with _calling():  # the `before-send` hook journals only inside a guarded call
+        operation = client.meta.method_to_api_mapping[name]
+        return _limited(client, name, operation, method, args, kwargs)
 
-    @functools.wraps(method)
-    def call(*args: Any, **kwargs: Any) -> Any:
-        attempt = current_attempt.get()
-        if attempt is None:
-            _warn_lost_context(name)
-            return method(*args, **kwargs)
-        if current_scope.get().within != "run":
-            # In a step or tool the unit's result is durable: a converse call is metered, not
-            # journaled, and everything else passes through.
-            if row.verdict is not J:
-                return method(*args, **kwargs)
-            with _calling():
-                return _limited(client, name, operation, method, args, kwargs)
-        if row.verdict is R:
-            raise UnjournaledSurface(
-                f"`{name}` cannot be journaled in a run: its replay would call Bedrock live "
-                f"again; {row.fix}"
-            )
-        if row.verdict is P:
-            return method(*args, **kwargs)
-        refusal = _refused_tool(name, kwargs)
-        if refusal is not None:
-            raise UnjournaledSurface(refusal)
-        attempt.refuse_loop_thread()  # boto3 blocks: before anything is signed or sent
-        with _calling():
-            return _limited(client, name, operation, method, args, kwargs)
 
-    return call
+# boto3 blocks, and its operations are methods of the client itself: no nested resources.
+_ROUTE = Route(
+    table=TABLE,
+    journaled=_journaled,
+    blocking=lambda client, name: True,
+    refusal=lambda client, name, kwargs: _refused_tool(name, kwargs),
+    is_resource=lambda value: False,
+)
 
 
 def _limited(
@@ -196,23 +179,6 @@ def _refused_tool(name: str, kwargs: dict[str, Any]) -> str | None:
             return f"`{name}` with the systemTool {tool_name!r} {_REFUSED_TOOL}"
         return f"`{name}` with a tool of kind {sorted(kinds)} {_REFUSED_TOOL}"
     return None
-
-
-_warned_sites: set[str] = set()
-
-
-def _warn_lost_context(name: str) -> None:
-    # A run is executing in this process but this call does not carry its context: a thread
-    # started with threading / ThreadPoolExecutor instead of the run's own.
-    if runs_bound() and name not in _warned_sites:
-        _warned_sites.add(name)
-        warnings.warn(
-            f"a boto3 Bedrock client's `{name}` was called on a thread that does not carry the "
-            "run's context, so the call is not journaled and runs live again on every resume; "
-            "start the thread with `await ctx.to_thread(fn)` or `ctx.map_threads(fn, items)`",
-            RuntimeWarning,
-            stacklevel=3,
-        )
 
 
 @contextlib.contextmanager
