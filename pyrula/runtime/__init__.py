@@ -10,7 +10,7 @@ from pyrula.runtime.client import (
     submit,
 )
 from pyrula.runtime.context import AgentContext, ToolContext, WorkflowContext
-from pyrula.runtime.journal import Event, RunJournal, RunRecord
+from pyrula.runtime.runstore import Event, RunJournal, RunRecord
 from pyrula.runtime.limits import AgentLimits
 from pyrula.runtime.metering import prices
 from pyrula.runtime.ratelimit import LLMRate

@@ -33,7 +33,7 @@ from pyrula.fingerprints import Canonical, RequestParts, diff
 from pyrula.journal import scrub
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.recorder import Reply, record_exchange
-from pyrula.runtime.journal import Event, Lease, RunJournal, RunRecord
+from pyrula.runtime.runstore import Event, Lease, RunJournal, RunRecord
 from pyrula.runtime.limits import AgentLimits, Budget, Reservation
 from pyrula.runtime.media import billable_request_bytes
 from pyrula.runtime.metering import (
@@ -622,6 +622,6 @@ def describe_error(exc: BaseException) -> dict[str, Any]:
 
 def to_json_value(value: Any) -> Any:
     """Check that a value can be journaled, the way it will come back on replay."""
-    from pyrula.runtime.journal import _dump
+    from pyrula.runtime.runstore import _dump
 
     return json.loads(_dump(value))

@@ -18,7 +18,7 @@ from pyrula.errors import (
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.store import Store, open_store
 from pyrula.runtime.attempt import Attempt, exchange_key
-from pyrula.runtime.journal import (
+from pyrula.runtime.runstore import (
     CANCELLED,
     COMPLETED,
     FAILED,

@@ -28,7 +28,7 @@ from pyrula.errors import (
 from pyrula.journal.store import Store, open_store
 from pyrula.runtime.attempt import Attempt, Park, bind_run, current_attempt, describe_error
 from pyrula.runtime.context import AgentContext, WorkflowContext
-from pyrula.runtime.journal import (
+from pyrula.runtime.runstore import (
     BUDGET_EXCEEDED,
     CANCELLED,
     COMPLETED,
