@@ -70,7 +70,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from pyrula.journal.store import Store
-from pyrula.runtime import RunJournal, Worker, submit
+from pyrula.runtime import RunStore, Worker, submit
 from pyrula.workflows import WorkflowContext, workflow
 
 STEPS = 100  # steps of the throughput workflow
@@ -319,7 +319,7 @@ def disk_round(base: Path) -> float:
 # -- 2. resume after a kill ------------------------------------------------------------------------
 
 
-def _pyrula_done(journal: RunJournal, run_id: str) -> int:
+def _pyrula_done(journal: RunStore, run_id: str) -> int:
     return sum(1 for e in journal.events(run_id) if e.type == "step:done")
 
 
@@ -329,7 +329,7 @@ def pyrula_resume_round(base: Path) -> tuple[dict[str, float], Path]:
     folder = Path(tempfile.mkdtemp(dir=base))
     path, log = folder / "store", folder / "child.log"
     store = Store(path)
-    journal = RunJournal(store)
+    journal = RunStore(store)
     run_id = "run_bench_resume"
     submit(pyrula_steps, RESUME_STEPS, store=store, run_id=run_id)
     filler = spawn("pyrula-fill", path, log=log)
@@ -367,7 +367,7 @@ def pyrula_resume_in_process(killed: Path, base: Path) -> dict[str, float]:
     asyncio.run(go())
     figures = _resume_figures(dict(MARKS), None)
     with Store(path) as store:
-        record = RunJournal(store).find("run_bench_resume")
+        record = RunStore(store).find("run_bench_resume")
         assert record is not None and record.status == "completed", record
     return figures
 

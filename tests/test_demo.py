@@ -32,7 +32,7 @@ from pyrula.demo.standin import (  # noqa: E402
     reply_text,
 )
 from pyrula.journal import Exchanges, open_store  # noqa: E402
-from pyrula.runtime import RunJournal  # noqa: E402
+from pyrula.runtime import RunStore  # noqa: E402
 
 ALL_FOUR = {
     Served(OPENAI_CHAT_PATH, False),
@@ -278,7 +278,7 @@ def test_demo_durable_run_survives_sigkill_without_repeating_a_call(
     assert f"$ pyrula runs show {result.run_id} --store {store}\n" in outcome.output
     shown = outcome.output.split(f"$ pyrula runs show {result.run_id}", 1)[1]
     assert "completed (attempt 2)" in shown and "tool:done" in shown
-    events = RunJournal(open_store(store)).events(result.run_id)
+    events = RunStore(open_store(store)).events(result.run_id)
     kinds = [e.type for e in events]
     assert kinds.count("llm:done") == 5 and kinds.count("tool:done") == 1
     assert kinds.count("run:attempt") == 2 and kinds[-1] == "run:done"

@@ -16,7 +16,7 @@ from rich.table import Table
 from pyrula.cli._render import console, emit_json, local_time
 from pyrula.cli.journal import _reported
 from pyrula.journal.store import Store
-from pyrula.runtime import RunJournal, Worker, answer, cancel, fork, resume
+from pyrula.runtime import RunStore, Worker, answer, cancel, fork, resume
 
 runs_app = typer.Typer(help="Inspect and drive durable runs.", no_args_is_help=True)
 
@@ -27,8 +27,8 @@ StoreOption = Annotated[
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
-def _journal(store: Path | None) -> RunJournal:
-    return RunJournal(Store(store, create=False))
+def _journal(store: Path | None) -> RunStore:
+    return RunStore(Store(store, create=False))
 
 
 @runs_app.command("ls")

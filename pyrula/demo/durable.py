@@ -38,7 +38,7 @@ from pyrula.agents import AgentContext, ToolContext, agent, tool
 from pyrula.demo.stacks import http_client, stack_name
 from pyrula.demo.standin import Received, StandIn
 from pyrula.journal import open_store
-from pyrula.runtime import RunJournal, Worker, cancel, submit
+from pyrula.runtime import RunStore, Worker, cancel, submit
 from pyrula.runtime.runstore import COMPLETED, TERMINAL, lease_is_live
 
 AGENT_NAME = "pyrula-demo-agent"
@@ -231,7 +231,7 @@ def _start_worker(
     return process, WorkerProcess(number, process.pid)
 
 
-def _llm_done(journal: RunJournal, run_id: str) -> int:
+def _llm_done(journal: RunStore, run_id: str) -> int:
     return sum(1 for event in journal.events(run_id) if event.type == "llm:done")
 
 
@@ -289,7 +289,7 @@ def run_durable(
     tell = say or (lambda line: None)
     store_path = Path(store_path)
     store = open_store(store_path)
-    journal = RunJournal(store)
+    journal = RunStore(store)
     notes_path = store_path / NOTES_FILE
     # A demo run left unfinished by an interrupted earlier demo would be picked up by our workers
     # (and call a stand-in that is gone): cancel it first.
@@ -476,7 +476,7 @@ def show_run(store: Path, run_id: str, console: Console) -> None:
     except Exception as exc:  # typer.Exit included: list the events ourselves
         _plain(console, f"(pyrula runs show failed: {type(exc).__name__}: {exc}; listing directly)")
     table = Table("seq", "event", "detail", box=None)
-    for event in RunJournal(open_store(store)).events(run_id):
+    for event in RunStore(open_store(store)).events(run_id):
         table.add_row(str(event.seq), event.type, json.dumps(event.payload)[:100])
     console.print(table)
 

@@ -10,11 +10,11 @@ from pyrula.runtime.client import (
     submit,
 )
 from pyrula.runtime.context import AgentContext, ToolContext, WorkflowContext
-from pyrula.runtime.runstore import Event, RunJournal, RunRecord
 from pyrula.runtime.limits import AgentLimits
 from pyrula.runtime.metering import prices
 from pyrula.runtime.ratelimit import LLMRate
 from pyrula.runtime.registry import agent, tool, workflow
+from pyrula.runtime.runstore import Event, RunRecord, RunStore
 from pyrula.runtime.worker import Worker
 
 __all__ = [
@@ -23,8 +23,8 @@ __all__ = [
     "Event",
     "LLMRate",
     "RunHandle",
-    "RunJournal",
     "RunRecord",
+    "RunStore",
     "ToolContext",
     "Worker",
     "WorkflowContext",

@@ -33,7 +33,6 @@ from pyrula.fingerprints import Canonical, RequestParts, diff
 from pyrula.journal import scrub
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.recorder import Reply, record_exchange
-from pyrula.runtime.runstore import Event, Lease, RunJournal, RunRecord
 from pyrula.runtime.limits import AgentLimits, Budget, Reservation
 from pyrula.runtime.media import billable_request_bytes
 from pyrula.runtime.metering import (
@@ -44,6 +43,7 @@ from pyrula.runtime.metering import (
     requested_model,
     usage_from_reply,
 )
+from pyrula.runtime.runstore import Event, Lease, RunRecord, RunStore
 from pyrula.transport.core import Live, Plan, Replay
 from pyrula.transport.framing import completion_for
 
@@ -187,7 +187,7 @@ class Attempt:
 
     def __init__(
         self,
-        journal: RunJournal,
+        journal: RunStore,
         run: RunRecord,
         lease: Lease,
         *,

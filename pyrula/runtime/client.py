@@ -18,6 +18,7 @@ from pyrula.errors import (
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.store import Store, open_store
 from pyrula.runtime.attempt import Attempt, exchange_key
+from pyrula.runtime.registry import Definition
 from pyrula.runtime.runstore import (
     CANCELLED,
     COMPLETED,
@@ -26,16 +27,15 @@ from pyrula.runtime.runstore import (
     QUEUED,
     TERMINAL,
     Event,
-    RunJournal,
     RunRecord,
+    RunStore,
 )
-from pyrula.runtime.registry import Definition
 
 StoreLike = Store | str | os.PathLike[str] | None
 
 
-def _journal(store: StoreLike) -> RunJournal:
-    return RunJournal(store if isinstance(store, Store) else open_store(store))
+def _journal(store: StoreLike) -> RunStore:
+    return RunStore(store if isinstance(store, Store) else open_store(store))
 
 
 def _name(workflow: Definition[..., Any] | str) -> str:
@@ -47,7 +47,7 @@ class RunHandle:
     """A submitted run: read its state, its events, or wait for its result."""
 
     id: str
-    journal: RunJournal
+    journal: RunStore
     created: bool = True
 
     @property

@@ -137,7 +137,7 @@ def lease_is_live(lease: dict[str, Any] | None, now: float) -> bool:
     return not (lease.get("host") == HOST and not _alive(int(lease.get("pid", 0))))
 
 
-class RunJournal:
+class RunStore:
     """The runs, events, queue and tokens databases of one store."""
 
     def __init__(self, store: Store) -> None:

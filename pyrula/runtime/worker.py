@@ -28,6 +28,7 @@ from pyrula.errors import (
 from pyrula.journal.store import Store, open_store
 from pyrula.runtime.attempt import Attempt, Park, bind_run, current_attempt, describe_error
 from pyrula.runtime.context import AgentContext, WorkflowContext
+from pyrula.runtime.registry import lookup
 from pyrula.runtime.runstore import (
     BUDGET_EXCEEDED,
     CANCELLED,
@@ -36,10 +37,9 @@ from pyrula.runtime.runstore import (
     PARKED,
     TERMINAL,
     Lease,
-    RunJournal,
     RunRecord,
+    RunStore,
 )
-from pyrula.runtime.registry import lookup
 from pyrula.transport.core import _current as current_session
 
 log = logging.getLogger("pyrula.worker")
@@ -71,7 +71,7 @@ class Worker:
         concurrency: int = 8,
     ) -> None:
         self.store = store if isinstance(store, Store) else open_store(store)
-        self.journal = RunJournal(self.store)
+        self.journal = RunStore(self.store)
         self.lease_seconds = lease_seconds
         self.poll_seconds = poll_seconds
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"

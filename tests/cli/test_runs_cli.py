@@ -7,7 +7,7 @@ import json
 from typer.testing import CliRunner
 
 from pyrula.cli.app import app
-from pyrula.runtime import RunJournal, submit
+from pyrula.runtime import RunStore, submit
 from pyrula.workflows import WorkflowContext, workflow
 from tests.runtime.helpers import drive, new_store
 
@@ -39,14 +39,14 @@ def test_ls_show_answer_and_fork_from_the_command_line():
     code, out = _runs("answer", handle.id, '{"decision": "go"}', "--store", path)
     assert code == 0, out
     drive(store)
-    assert RunJournal(store).get(handle.id).result == "hello ada; go"
+    assert RunStore(store).get(handle.id).result == "hello ada; go"
 
-    greet = next(e for e in RunJournal(store).events(handle.id) if e.type == "step:done")
+    greet = next(e for e in RunStore(store).events(handle.id) if e.type == "step:done")
     code, out = _runs("fork", handle.id, "--at", str(greet.seq), "--store", path, "--json")
     assert code == 0, out
     forked = json.loads(out)["run"]
     drive(store)
-    assert RunJournal(store).get(forked).status == "parked"  # it asks again, live
+    assert RunStore(store).get(forked).status == "parked"  # it asks again, live
 
 
 def test_cancel_and_errors_are_one_line_with_exit_1():
@@ -55,7 +55,7 @@ def test_cancel_and_errors_are_one_line_with_exit_1():
     code, out = _runs("cancel", handle.id, "--store", str(store.path))
     assert code == 0 and "cancel requested" in out
     drive(store)
-    assert RunJournal(store).get(handle.id).status == "cancelled"
+    assert RunStore(store).get(handle.id).status == "cancelled"
     code, out = _runs("answer", handle.id, "yes", "--store", str(store.path))
     assert code == 1 and "not waiting for an answer" in out
     code, out = _runs("show", "run_nope", "--store", str(store.path))

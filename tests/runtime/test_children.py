@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from pyrula.runtime import RunJournal, Worker, cancel, submit
+from pyrula.runtime import RunStore, Worker, cancel, submit
 from pyrula.workflows import WorkflowContext, workflow
 from tests.runtime.helpers import new_store
 
@@ -23,7 +23,7 @@ async def parent_of_waiter(ctx: WorkflowContext, policy: str) -> str:
 
 async def _run_until_parent_waits(store, policy):
     handle = submit(parent_of_waiter, policy, store=store)
-    journal = RunJournal(store)
+    journal = RunStore(store)
     worker = Worker(store, poll_seconds=0.005)
     task = asyncio.ensure_future(worker.run())
     while not any(e.type == "child:started" for e in journal.events(handle.id)):
@@ -64,4 +64,4 @@ def test_an_unknown_policy_is_refused():
     store = new_store()
     handle = submit(bad_policy, store=store)
     asyncio.run(Worker(store, poll_seconds=0.005).run(until_idle=True))
-    assert "parent_close" in RunJournal(store).get(handle.id).error["message"]
+    assert "parent_close" in RunStore(store).get(handle.id).error["message"]

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from pyrula.journal.store import Store
-from pyrula.runtime import RunJournal, submit
+from pyrula.runtime import RunStore, submit
 from tests.runtime.crash_app import STEPS
 
 ROOT = Path(__file__).parents[2]
@@ -81,11 +81,11 @@ class Zygote:
         self.process.wait()
 
 
-def _done_steps(journal: RunJournal, run_id: str) -> set[str]:
+def _done_steps(journal: RunStore, run_id: str) -> set[str]:
     return {e.payload["name"] for e in journal.events(run_id) if e.type == "step:done"}
 
 
-def _journaled_calls(journal: RunJournal, run_id: str) -> int:
+def _journaled_calls(journal: RunStore, run_id: str) -> int:
     return sum(1 for e in journal.events(run_id) if e.type == "llm:done")
 
 
@@ -98,7 +98,7 @@ def test_sigkill_at_random_points_repeats_no_finished_work(tmp_path, provider, s
     log_path = tmp_path / "effects.log"
     log_path.touch()
     store = Store(store_path)
-    journal = RunJournal(store)
+    journal = RunStore(store)
     handle = submit("crashy", str(log_path), url, store=store)
     zygote = Zygote()
     try:

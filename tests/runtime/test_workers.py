@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from pyrula.journal.store import Store
-from pyrula.runtime import RunJournal, submit
+from pyrula.runtime import RunStore, submit
 
 ROOT = Path(__file__).parents[2]
 RUNS = 30
@@ -51,7 +51,7 @@ def test_runs_execute_exactly_once_across_worker_processes(tmp_path):
     for worker in workers:
         _, err = worker.communicate(timeout=120)
         assert worker.returncode == 0, err
-    journal = RunJournal(store)
+    journal = RunStore(store)
     assert [journal.get(h.id).status for h in handles] == ["completed"] * RUNS
     assert sorted(journal.get(h.id).result for h in handles) == [n * 10 for n in range(RUNS)]
     executions = Counter(effects.read_text().split())
