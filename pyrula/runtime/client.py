@@ -17,7 +17,8 @@ from pyrula.errors import (
 )
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.store import Store, open_store
-from pyrula.runtime.attempt import Attempt, exchange_key
+from pyrula.runtime.attempt import Attempt
+from pyrula.runtime.positions import exchange_key
 from pyrula.runtime.registry import Definition
 from pyrula.runtime.runstore import (
     CANCELLED,

@@ -10,15 +10,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from pyrula.errors import BudgetExceeded, DurableInvocationCancelled
-from pyrula.runtime.attempt import (
-    Attempt,
-    Park,
-    Scope,
-    current_scope,
-    describe_error,
-    rebuild_error,
-    to_json_value,
-)
+from pyrula.runtime.attempt import Attempt, Park
+from pyrula.runtime.calls import current_scope
+from pyrula.runtime.failures import describe_error, rebuild_error
+from pyrula.runtime.positions import Scope
+from pyrula.runtime.runstore import to_json_value
 
 T = TypeVar("T")
 

@@ -94,6 +94,11 @@ def _dump(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), default=_not_json).encode()
 
 
+def to_json_value(value: Any) -> Any:
+    """Check that a value can be journaled, the way it will come back on replay."""
+    return json.loads(_dump(value))
+
+
 def _not_json(value: Any) -> Any:
     dump = getattr(value, "model_dump", None)
     if callable(dump):

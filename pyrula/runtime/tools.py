@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pyrula.errors import PyrulaError
-from pyrula.runtime.attempt import current_attempt, current_scope
+from pyrula.runtime.calls import current_attempt, current_scope
 from pyrula.runtime.context import ToolContext, WorkflowContext, _call
 from pyrula.runtime.registry import ToolDefinition
 

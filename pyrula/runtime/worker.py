@@ -26,8 +26,10 @@ from pyrula.errors import (
     WorkflowNotRegistered,
 )
 from pyrula.journal.store import Store, open_store
-from pyrula.runtime.attempt import Attempt, Park, bind_run, current_attempt, describe_error
+from pyrula.runtime.attempt import Attempt, Park
+from pyrula.runtime.calls import bind_run, current_attempt
 from pyrula.runtime.context import AgentContext, WorkflowContext
+from pyrula.runtime.failures import describe_error
 from pyrula.runtime.registry import lookup
 from pyrula.runtime.runstore import (
     BUDGET_EXCEEDED,
@@ -146,7 +148,7 @@ class Worker:
 
         async def body() -> Any:
             current_attempt.set(attempt)
-            current_session.set(attempt)
+            current_session.set(attempt.session)
             bind_run(+1)
             try:
                 return await definition.fn(ctx, *args, **kwargs)

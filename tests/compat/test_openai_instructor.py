@@ -57,7 +57,7 @@ def _async_client(stub: Upstream) -> Any:
 
 def _journaled_messages(handle: Any) -> list[Any]:
     """The messages each journaled exchange of the run is fingerprinted on, in position order."""
-    from pyrula.runtime.attempt import RUN_PREFIX
+    from pyrula.runtime.positions import RUN_PREFIX
 
     exchanges = Exchanges(handle.journal.store)
     found = exchanges.scan(RUN_PREFIX + handle.id.encode() + b"\x00")

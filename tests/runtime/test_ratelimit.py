@@ -14,7 +14,7 @@ import pytest
 
 from pyrula.agents import AgentContext, LLMRate, agent
 from pyrula.errors import RunAttemptEnded
-from pyrula.runtime.attempt import CallFrame, current_attempt, current_call
+from pyrula.runtime.calls import CallFrame, current_attempt, current_call
 from pyrula.runtime.ratelimit import Slot, estimate_tokens
 from tests.runtime.helpers import (
     ask,
@@ -383,7 +383,7 @@ async def limited(ctx: AgentContext) -> str:
     frame = CallFrame()
     token = current_call.set(frame)
     try:
-        replays = attempt.replays(frame)
+        replays = attempt.session.replays(frame)
         SEEN.append(replays)
         if replays:
             reply = await ask(client, "one")

@@ -26,7 +26,7 @@ import httpx2
 
 from pyrula.agents.compat._surfaces import SurfaceTable, Verdict
 from pyrula.errors import RecordRefused, UnjournaledSurface
-from pyrula.runtime.attempt import (
+from pyrula.runtime.calls import (
     ERROR_HEADERS,
     CallFrame,
     ReplayedFailure,
@@ -329,7 +329,7 @@ def call_frame(outcomes: Outcomes, frame: CallFrame | None = None) -> Iterator[C
         # went out; a failure before sending (a rejected argument, no connection) is not.
         attempt = current_attempt.get()
         if attempt is not None:
-            attempt.end_call(frame, outcomes.sent_failure(exc))
+            attempt.session.end_call(frame, outcomes.sent_failure(exc))
         raise
     finally:
         current_call.reset(token)
@@ -385,7 +385,7 @@ def _total_tokens(usage: Any) -> int | None:
 
 def _replays(frame: CallFrame) -> bool:
     attempt = current_attempt.get()
-    return attempt is not None and attempt.replays(frame)
+    return attempt is not None and attempt.session.replays(frame)
 
 
 @contextlib.contextmanager

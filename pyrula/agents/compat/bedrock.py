@@ -32,7 +32,7 @@ from pyrula.agents.compat._dropin import RateCall, Route, framed, guarded_call
 from pyrula.agents.compat._surfaces import Surface, SurfaceTable, Verdict
 from pyrula.errors import ProviderStreamTruncated
 from pyrula.fingerprints import Canonical
-from pyrula.runtime.attempt import (
+from pyrula.runtime.calls import (
     ReplayedFailure,
     current_attempt,
     current_call,
@@ -260,7 +260,12 @@ class _JournalHook:
             return None
         headers = {str(k).lower(): _text(v) for k, v in request.headers.items()}
         plan, canonical = JournalCore.plan(
-            attempt, request.method, request.url, headers, _body(request.body), blocking=True
+            attempt.session,
+            request.method,
+            request.url,
+            headers,
+            _body(request.body),
+            blocking=True,
         )
         if isinstance(plan, Replay):
             return AWSResponse(request.url, plan.status, plan.headers, _ReplayedBody(plan.frames))

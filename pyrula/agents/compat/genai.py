@@ -34,7 +34,7 @@ from pyrula.agents.compat._dropin import (
 )
 from pyrula.agents.compat._dropin import _Guard as dropin_guard
 from pyrula.agents.compat._genai_surfaces import GENAI, GENERATION, tools_refusal
-from pyrula.runtime.attempt import (
+from pyrula.runtime.calls import (
     ERROR_HEADERS,
     CallFrame,
     ReplayedFailure,

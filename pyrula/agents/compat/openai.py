@@ -12,7 +12,7 @@ import openai
 
 from pyrula.agents.compat._dropin import Provider, drop_in, journaled, register
 from pyrula.agents.compat._openai_surfaces import OPENAI
-from pyrula.runtime.attempt import current_attempt
+from pyrula.runtime.calls import current_attempt
 
 __all__ = [
     "AsyncAzureOpenAI",
