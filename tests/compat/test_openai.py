@@ -12,7 +12,7 @@ import openai
 import pytest
 
 from pyrula.agents import AgentContext, UnjournaledSurface, agent
-from pyrula.agents.compat import _dropin
+from pyrula.agents.compat import _guard
 from pyrula.agents.compat import openai as compat
 from pyrula.agents.compat.openai import AsyncOpenAI, OpenAI, journaled
 from pyrula.agents.testing.runner import AgentRunner
@@ -209,7 +209,7 @@ def test_refused_tools_are_allowed_inside_a_step():
 
 def test_outside_a_run_everything_passes_through_with_one_warning():
     stub = upstream()
-    _dropin._warned.clear()
+    _guard._warned.clear()
     client = make_client(stub)
 
     async def calls() -> None:
@@ -265,7 +265,7 @@ def test_journaled_converts_sync_azure_and_own_subclasses():
 
     mine = journaled(Mine(api_key="k"))
     assert isinstance(sync, OpenAI) and isinstance(azure, compat.AzureOpenAI)
-    assert isinstance(mine, Mine) and type(mine.chat).__name__ == "_Guard"
+    assert isinstance(mine, Mine) and type(mine.chat).__name__ == "Guard"
     assert journaled(sync) is sync
 
 

@@ -6,7 +6,7 @@ import importlib
 from typing import Any
 
 from pyrula.agents.compat import openai as _openai
-from pyrula.agents.compat._dropin import journaled
+from pyrula.agents.compat._registry import journaled
 from pyrula.agents.compat.anthropic import (
     Anthropic,
     AnthropicBedrock,

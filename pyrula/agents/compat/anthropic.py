@@ -2,7 +2,7 @@
 through Pyrula's journal transport.
 
 Each class is a subclass of the SDK's, with its resources routed through the Anthropic surface
-table (`_anthropic_surfaces`); the machinery is shared with the OpenAI drop-in (`_dropin`).
+table (`_anthropic_surfaces`); the machinery is shared with the OpenAI drop-in (`_stainless`).
 Importing a cloud class needs neither boto3 nor google-auth: the SDK loads them when the first
 request is signed.
 """
@@ -14,7 +14,8 @@ from typing import Any
 import anthropic
 
 from pyrula.agents.compat._anthropic_surfaces import ANTHROPIC
-from pyrula.agents.compat._dropin import Provider, drop_in, journaled, register
+from pyrula.agents.compat._registry import journaled, register
+from pyrula.agents.compat._stainless import Provider, drop_in
 
 __all__ = [
     "Anthropic",

@@ -28,7 +28,9 @@ import botocore.exceptions
 from botocore.awsrequest import AWSResponse
 from botocore.client import BaseClient
 
-from pyrula.agents.compat._dropin import RateCall, Route, framed, guarded_call
+from pyrula.agents.compat._frames import framed
+from pyrula.agents.compat._guard import CallRoute, guarded_call
+from pyrula.agents.compat._rate_slots import RateCall
 from pyrula.agents.compat._surfaces import Surface, SurfaceTable, Verdict
 from pyrula.errors import ProviderStreamTruncated
 from pyrula.fingerprints import Canonical
@@ -141,7 +143,7 @@ def _journaled(
 
 
 # boto3 blocks, and its operations are methods of the client itself: no nested resources.
-_ROUTE = Route(
+_ROUTE = CallRoute(
     table=TABLE,
     journaled=_journaled,
     blocking=lambda client, name: True,
@@ -194,7 +196,7 @@ def _calling() -> Iterator[None]:
 
 
 class _Outcomes:
-    """botocore's outcomes of one journaled operation (see `_dropin.Outcomes`)."""
+    """botocore's outcomes of one journaled operation (see `_frames.Outcomes`)."""
 
     __slots__ = ("_client", "_operation")
 

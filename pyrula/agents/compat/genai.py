@@ -4,8 +4,8 @@
 `client.aio` uses) send through the journal transport, and its resources (`models`, `batches`,
 `aio.models`, ...) route each call through the Gemini surface table (`_genai_surfaces`). Every
 other name (`types`, `errors`, ...) is google-genai's own. The machinery is shared with the
-OpenAI and Anthropic drop-ins (`_dropin`); what differs is that google-genai's resources are
-plain properties, and that its async client sends through aiohttp unless handed a transport.
+OpenAI and Anthropic drop-ins (`_guard`, `_frames`); what differs is that google-genai's resources
+are plain properties, and that its async client sends through aiohttp unless handed a transport.
 """
 
 from __future__ import annotations
@@ -23,17 +23,11 @@ import httpx2
 from google.genai import _common
 from google.genai import errors as _errors
 
-from pyrula.agents.compat._dropin import (
-    RateCall,
-    Route,
-    blocking_rate_slot,
-    call_frame,
-    guarded_call,
-    journal_http_client,
-    rate_slot,
-)
-from pyrula.agents.compat._dropin import _Guard as dropin_guard
+from pyrula.agents.compat._frames import call_frame
 from pyrula.agents.compat._genai_surfaces import GENAI, GENERATION, tools_refusal
+from pyrula.agents.compat._guard import CallRoute, Guard, guarded_call
+from pyrula.agents.compat._http import journal_http_client
+from pyrula.agents.compat._rate_slots import RateCall, blocking_rate_slot, rate_slot
 from pyrula.runtime.calls import (
     ERROR_HEADERS,
     CallFrame,
@@ -300,7 +294,7 @@ def _refusal(client: Any, path: str, kwargs: dict[str, Any]) -> str | None:
     return None if refusal is None else f"`{path}` with {refusal}"
 
 
-_ROUTE = Route(
+_ROUTE = CallRoute(
     table=GENAI,
     journaled=_journaled_call,
     blocking=lambda client, path: not path.startswith("aio."),
@@ -323,7 +317,7 @@ def _is_resource(value: Any) -> bool:
     return module.startswith(f"{_SDK}.") and not callable(value) and not is_value
 
 
-class _Guard(dropin_guard):
+class _Guard(Guard):
     """A guarded google-genai resource; `aio.chats` is rebuilt on the guarded `aio.models`."""
 
     __slots__ = ()

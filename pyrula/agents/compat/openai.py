@@ -1,7 +1,8 @@
 """The OpenAI drop-in: the SDK's own client classes, sending through Pyrula's journal transport.
 
 Each class is a subclass of the SDK's, with its resources routed through the OpenAI surface
-table (`_openai_surfaces`); the machinery is shared with the other drop-ins (`_dropin`).
+table (`_openai_surfaces`); the machinery is shared with the other drop-ins (`_stainless`,
+`_guard`, `_frames`).
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from typing import Any
 
 import openai
 
-from pyrula.agents.compat._dropin import Provider, drop_in, journaled, register
 from pyrula.agents.compat._openai_surfaces import OPENAI
+from pyrula.agents.compat._registry import journaled, register
+from pyrula.agents.compat._stainless import Provider, drop_in
 from pyrula.runtime.calls import current_attempt
 
 __all__ = [

@@ -1,0 +1,290 @@
+"""The Stainless-built drop-ins (openai, anthropic): an SDK client class, subclassed to journal.
+
+A drop-in is the SDK's own client class, decorated with `drop_in(provider)`: its HTTP client
+sends through the journal transport, and its resources route each call through the provider's
+surface table (see `_guard`).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, TypeVar
+
+import httpx
+import httpx2
+
+from pyrula.agents.compat._frames import framed
+from pyrula.agents.compat._guard import (
+    CallRoute,
+    Guard,
+    bypassing,
+    no_refusal,
+    passed_through,
+    unchanged,
+)
+from pyrula.agents.compat._http import journal_http_client
+from pyrula.agents.compat._rate_slots import RateCall
+from pyrula.agents.compat._surfaces import SurfaceTable
+from pyrula.runtime.calls import ERROR_HEADERS, ReplayedFailure
+from pyrula.runtime.ratelimit import LLMRate
+
+C = TypeVar("C", bound=type)
+
+
+@dataclass(frozen=True)
+class Provider:
+    """What the shared machinery needs to know of one SDK."""
+
+    sdk: ModuleType
+    table: SurfaceTable
+    # Where instructor patches the client (`chat.completions.create`), and how to wrap instead.
+    instructor_call: tuple[str, ...]
+    instructor_order: str
+    # Adjusts a journaled call's arguments before it is sent (OpenAI asks streams for usage).
+    prepare: Callable[[str, dict[str, Any]], dict[str, Any]] = unchanged
+    # Why a client cannot journal in a run at all (anthropic's middleware), else None.
+    refuse_client: Callable[[Any], str | None] = no_refusal
+    # SDK clients built on a converted one that the drop-in does not convert (yet), by name.
+    not_converted: tuple[str, ...] = ()
+    drop_ins: list[tuple[type, type]] = field(default_factory=list)
+
+    @property
+    def name(self) -> str:
+        return self.sdk.__name__
+
+    @functools.cached_property
+    def route(self) -> CallRoute:
+        provider = self
+        return CallRoute(
+            table=self.table,
+            journaled=_limited,
+            blocking=lambda client, path: not isinstance(
+                client, provider.sdk._base_client.AsyncAPIClient
+            ),
+            refusal=lambda client, path, kwargs: _refused_argument(provider, path, kwargs),
+            is_resource=lambda value: _is_resource(value, provider.name),
+            prepare=self.prepare,
+            refuse_client=self.refuse_client,
+        )
+
+    def given(self, value: Any) -> bool:
+        sentinels = tuple(
+            t for t in (getattr(self.sdk, "NotGiven", None), getattr(self.sdk, "Omit", None)) if t
+        )
+        return value is not None and not isinstance(value, sentinels)
+
+
+def _journaled_http_client(provider: Provider, http_client: Any, *, is_async: bool) -> Any:
+    """The caller's client with its transport journaled, else the SDK's default one, journaled."""
+    if http_client is None:
+        sdk = provider.sdk
+        http_client = sdk.DefaultAsyncHttpxClient() if is_async else sdk.DefaultHttpxClient()
+    journal_http_client(http_client, provider.name)
+    return http_client
+
+
+def _refused_argument(provider: Provider, path: str, kwargs: dict[str, Any]) -> str | None:
+    table = provider.table
+    for rule in table.refused_arguments:
+        if path not in rule.surfaces or rule.argument not in kwargs:
+            continue
+        value = kwargs[rule.argument]
+        if provider.given(value) and rule.refused(value):
+            return f"`{path}({rule.argument}=...)` cannot be journaled in a run: {rule.fix}"
+    tools: Any = kwargs.get("tools") if path in table.tool_surfaces else None
+    for tool in tools if provider.given(tools) else ():
+        kind = tool.get("type") if isinstance(tool, dict) else getattr(tool, "type", None)
+        if not table.tool_allowed(kind if isinstance(kind, str) else None, tool):
+            return (
+                f"`{path}` with a tool of type {kind!r} cannot be journaled in a run: "
+                f"{table.tool_fix}"
+            )
+    return None
+
+
+def _limited(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], client: Any, path: str
+) -> Any:
+    """A journaled surface's call: framed as one call, inside a `rate_limit=` slot when set."""
+    provider: Provider = client._pyrula_provider
+    manager = path.endswith(".stream")
+    rate = RateCall.of(client, provider.name, kwargs, manager or kwargs.get("stream") is True)
+    blocking = not isinstance(client, provider.sdk._base_client.AsyncAPIClient)
+    outcomes = _StainlessOutcomes(client)
+    return framed(fn, args, kwargs, outcomes, manager=manager, blocking=blocking, rate=rate)
+
+
+_CONNECT_FAILURES = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx2.ConnectError,
+    httpx2.ConnectTimeout,
+)
+
+
+class _StainlessOutcomes:
+    """Outcomes of the Stainless-built SDKs (openai, anthropic), which share their error model."""
+
+    __slots__ = ("_client",)
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def sent_failure(self, exc: BaseException) -> dict[str, str] | None:
+        sdk = self._client._pyrula_provider.sdk
+        if isinstance(exc, sdk.APIConnectionError) and not isinstance(
+            exc.__cause__, _CONNECT_FAILURES
+        ):
+            return {"type": type(exc).__name__, "message": str(exc)}
+        return None
+
+    def rebuilt(self, replayed: ReplayedFailure) -> BaseException:
+        """The SDK's own exception for a journaled error, on the client's HTTP stack."""
+        client = self._client
+        sdk = client._pyrula_provider.sdk
+        record = replayed.record
+        stack = (httpx2.Client, httpx2.AsyncClient)
+        lib: Any = httpx2 if isinstance(client._client, stack) else httpx
+        request = lib.Request(record.method, record.url.split("?", 1)[0])
+        failure = record.extra.get("failure")
+        if isinstance(failure, dict):
+            if failure.get("type") == sdk.APITimeoutError.__name__:
+                return sdk.APITimeoutError(request=request)  # type: ignore[no-any-return]
+            message = str(failure.get("message") or "Connection error.")
+            return sdk.APIConnectionError(message=message, request=request)  # type: ignore[no-any-return]
+        headers = [(k, v) for k, v in record.headers if k.lower() in ERROR_HEADERS]
+        response = lib.Response(
+            record.status, headers=headers, content=replayed.body, request=request
+        )
+        error = client._make_status_error_from_response(response)
+        if not replayed.body:
+            error.body = None  # not kept (too large), so not guessed at
+        return error  # type: ignore[no-any-return]
+
+
+# -- subclassing a client: its resources guarded --------------------------------------------
+
+
+def _is_resource(value: Any, sdk: str) -> bool:
+    # Resources and their `with_raw_response` / `with_streaming_response` views; the cloud
+    # clients (anthropic's Bedrock, Vertex) keep theirs under `<sdk>.lib`.
+    module = type(value).__module__
+    return module.startswith((f"{sdk}.resources", f"{sdk}.lib")) and not callable(value)
+
+
+def _guarded_resource(name: str, build: Callable[[Any], Any]) -> functools.cached_property[Any]:
+    def guarded(self: Any) -> Any:
+        return Guard(build(self), name, self)
+
+    guarded._pyrula_build = build  # type: ignore[attr-defined]
+    prop = functools.cached_property(guarded)
+    prop.attrname = name  # what `__set_name__` sets; setattr() after class creation skips it
+    return prop
+
+
+def resource_names(cls: type) -> dict[str, Callable[[Any], Any]]:
+    """The client's class-level resources: the SDK declares each as a `cached_property`."""
+    found: dict[str, Callable[[Any], Any]] = {}
+    for klass in reversed(cls.__mro__):
+        for name, value in vars(klass).items():
+            if isinstance(value, functools.cached_property) and not name.startswith("_"):
+                found[name] = getattr(value.func, "_pyrula_build", value.func)
+    return found
+
+
+def guard_assigned_resources(client: Any) -> None:
+    """Resources the SDK assigned in `__init__` (anthropic's Bedrock and Vertex clients) are
+    kept, each behind a guard."""
+    sdk = client._pyrula_provider.name
+    for name, value in list(vars(client).items()):
+        if not name.startswith("_") and _is_resource(value, sdk):
+            vars(client)[name] = Guard(value, name, client)
+
+
+def _pages_bypass(request: Callable[..., Any], page: type) -> Callable[..., Any]:
+    """A list page is fetched lazily (on `await`, or when iteration reaches the next page), after
+    the guarded call returned; a page is never generation, so its request bypasses the journal."""
+
+    def is_page(cast_to: Any) -> bool:
+        return isinstance(cast_to, type) and issubclass(cast_to, page)
+
+    if inspect.iscoroutinefunction(request):
+
+        @functools.wraps(request)
+        async def fetch_async(self: Any, cast_to: Any, *args: Any, **kwargs: Any) -> Any:
+            if not is_page(cast_to):
+                return await request(self, cast_to, *args, **kwargs)
+            return await bypassing(request(self, cast_to, *args, **kwargs))
+
+        return fetch_async
+
+    @functools.wraps(request)
+    def fetch(self: Any, cast_to: Any, *args: Any, **kwargs: Any) -> Any:
+        if not is_page(cast_to):
+            return request(self, cast_to, *args, **kwargs)
+        return passed_through(request, (self, cast_to, *args), kwargs)
+
+    return fetch
+
+
+# Settings the SDK's `copy()` drops on some releases (anthropic 0.x's Bedrock loses its profile).
+_KEPT_ON_COPY = ("aws_profile",)
+
+
+def _journaling_init(init: Callable[..., None], provider: Provider) -> Callable[..., None]:
+    @functools.wraps(init)
+    def __init__(
+        self: Any,
+        *args: Any,
+        http_client: Any = None,
+        rate_limit: LLMRate | None = None,
+        **kwargs: Any,
+    ) -> None:
+        is_async = isinstance(self, provider.sdk._base_client.AsyncAPIClient)
+        http_client = _journaled_http_client(provider, http_client, is_async=is_async)
+        init(self, *args, http_client=http_client, **kwargs)
+        self._pyrula_rate = rate_limit
+        guard_assigned_resources(self)
+
+    return __init__
+
+
+def _journaling_copy(copy: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(copy)
+    def copied(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("http_client") is None:
+            kwargs["http_client"] = self._client  # some cloud clients' copy() builds a new one
+        new = copy(self, *args, **kwargs)
+        new._pyrula_rate = self._pyrula_rate
+        for name in _KEPT_ON_COPY:
+            if getattr(self, name, None) is not None and getattr(new, name, None) is None:
+                setattr(new, name, getattr(self, name))
+        return new
+
+    return copied
+
+
+def drop_in(provider: Provider) -> Callable[[C], C]:
+    """Make a subclass of an SDK client journal inside a run.
+
+    A mixin base would be tidier, but `journaled()` swaps a built client's class, which needs
+    the same instance layout; so a drop-in is a plain subclass, decorated.
+    """
+
+    def decorate(cls: C) -> C:
+        for name, build in resource_names(cls).items():
+            setattr(cls, name, _guarded_resource(name, build))
+        cls.__init__ = _journaling_init(cls.__init__, provider)  # type: ignore[misc]
+        cls.copy = cls.with_options = _journaling_copy(cls.copy)  # type: ignore[attr-defined]
+        page = provider.sdk._base_client.BasePage
+        cls.request = _pages_bypass(cls.request, page)  # type: ignore[attr-defined]
+        cls._pyrula_provider = provider  # type: ignore[attr-defined]
+        cls._pyrula_route = provider.route  # type: ignore[attr-defined]
+        cls._pyrula_journaled = True  # type: ignore[attr-defined]
+        return cls
+
+    return decorate
