@@ -126,6 +126,22 @@ class BudgetExceeded(JournalRefusal):
         super().__init__(message)
 
 
+class StepFailed(PyrulaError):
+    """A step, tool or run failed on an earlier attempt with an error whose class cannot be
+    rebuilt here (one defined inside a function, or no longer importable). It carries the
+    original message; `type_name`, `qualname` and `module` name the original class."""
+
+    def __init__(self, type_name: str, message: str, *, module: str = "", qualname: str = ""):
+        self.type_name = type_name
+        self.module = module
+        self.qualname = qualname or type_name
+        super().__init__(message)
+        self.add_note(
+            f"replayed from the journal: the original {self.qualname} "
+            f"({module or 'unknown module'}) cannot be rebuilt in this process"
+        )
+
+
 class RunFailed(PyrulaError):
     """The awaited run ended in failure; `.error` holds what its body raised."""
 

@@ -14,10 +14,12 @@ from pyrula.errors import (
     RunError,
     RunExists,
     RunFailed,
+    StepFailed,
 )
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.store import Store, open_store
 from pyrula.runtime.attempt import Attempt
+from pyrula.runtime.failures import rebuild_error
 from pyrula.runtime.positions import exchange_key
 from pyrula.runtime.registry import Definition
 from pyrula.runtime.runstore import (
@@ -77,12 +79,17 @@ def outcome_of(record: RunRecord) -> Any:
     if record.status == CANCELLED:
         raise DurableInvocationCancelled(f"run {record.id} was cancelled")
     error = record.error or {}
-    raise RunFailed(
-        f"run {record.id} ended {record.status}: {error.get('type', '')}: "
-        f"{error.get('message', '')}",
-        status=record.status,
-        error=error,
-    )
+    failure = rebuild_error(error) if error else None
+    if failure is None or isinstance(failure, StepFailed):
+        # Its class cannot be rebuilt here: say what it was, as Pyrula's own error.
+        raise RunFailed(
+            f"run {record.id} ended {record.status}: {error.get('type', '')}: "
+            f"{error.get('message', '')}",
+            status=record.status,
+            error=error,
+        )
+    failure.add_note(f"raised by run {record.id}, which ended {record.status}")
+    raise failure
 
 
 def submit(

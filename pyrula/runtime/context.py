@@ -116,7 +116,7 @@ class WorkflowContext:
                             {
                                 "position": position,
                                 "name": name,
-                                "error": describe_error(exc),
+                                "error": describe_error(exc, capture=attempt.run.capture),
                                 **(extra or {}),
                             },
                         )
@@ -127,7 +127,7 @@ class WorkflowContext:
                             "name": name,
                             "unit": position,
                             "try": tries + 1,
-                            "error": describe_error(exc),
+                            "error": describe_error(exc, capture=attempt.run.capture),
                         },
                     )
                     await asyncio.sleep(backoff * 2**tries)

@@ -169,7 +169,7 @@ class Worker:
             except DurableInvocationCancelled:
                 outcome = _Outcome(CANCELLED, "run:cancelled", {})
             except BudgetExceeded as exc:
-                error = describe_error(exc)
+                error = describe_error(exc, capture=run.capture)
                 outcome = _Outcome(BUDGET_EXCEEDED, "run:error", {"error": error}, error=error)
             except RunAttemptEnded:
                 log.warning("run %s attempt %s lost its lease", run.id, lease.attempt)
@@ -179,9 +179,7 @@ class Worker:
                     return
                 raise
             except (Exception, ReplayInputChanged) as exc:  # the body's failure ends the run
-                error = describe_error(exc)
-                if run.capture != "io":
-                    error = {"type": error["type"]}
+                error = describe_error(exc, capture=run.capture)
                 outcome = _Outcome(FAILED, "run:error", {"error": error}, error=error)
             if outcome.status in TERMINAL:
                 self._close_children(attempt)

@@ -6,6 +6,7 @@ from pyrula.errors import (
     ReplayInputChanged,
     RunExists,
     RunFailed,
+    StepFailed,
 )
 from pyrula.runtime import (
     RunHandle,
@@ -27,6 +28,7 @@ __all__ = [
     "RunExists",
     "RunFailed",
     "RunHandle",
+    "StepFailed",
     "Worker",
     "WorkflowContext",
     "answer",
