@@ -102,7 +102,9 @@ class WorkflowContext:
             raise rebuild_error(recorded.payload.get("error", {}))
         if before is not None:
             await before(position)
-        scope = Scope(position, within=kind, unit=position)
+        outer = current_scope.get()
+        charged_to = "run" if kind == "tool" and outer.charged_to == "run" else kind
+        scope = Scope(position, within=kind, unit=position, charged_to=charged_to)
         token = current_scope.set(scope)
         try:
             for tries in range(retries + 1):
@@ -148,7 +150,10 @@ class WorkflowContext:
         position = self._attempt.next_position("thread")
         base = current_scope.get()
         return await self._on_thread(
-            Scope(f"thread:{position}", base.within, base.unit), fn, *args, **kwargs
+            Scope(f"thread:{position}", base.within, base.unit, base.charged_to),
+            fn,
+            *args,
+            **kwargs,
         )
 
     async def map_threads(self, fn: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
@@ -158,7 +163,11 @@ class WorkflowContext:
         return list(
             await asyncio.gather(
                 *(
-                    self._on_thread(Scope(f"map:{position}:{i}", base.within, base.unit), fn, item)
+                    self._on_thread(
+                        Scope(f"map:{position}:{i}", base.within, base.unit, base.charged_to),
+                        fn,
+                        item,
+                    )
                     for i, item in enumerate(items)
                 )
             )

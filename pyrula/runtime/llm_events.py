@@ -50,7 +50,7 @@ def llm_payload(
         "total_tokens": usage.total_tokens,
         "cost_usd": prices.cost(usage, priced),
         "estimated": False,
-        "within": scope.within,
+        "within": scope.charged_to,
         "step_id": scope.unit,
     }
     if usage.error is not None:

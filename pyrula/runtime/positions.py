@@ -24,6 +24,9 @@ class Scope:
     name: str = "main"
     within: str = "run"  # "run", "step" or "tool"
     unit: str | None = None  # the enclosing step or tool id
+    # Who pays for model calls here: "step", "tool", or "run" for a tool called straight from
+    # the body (no step to charge). Only the `llm:done` event reads it.
+    charged_to: str = "run"
 
 
 MAIN = Scope()

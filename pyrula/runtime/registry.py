@@ -78,17 +78,35 @@ def lookup(name: str) -> Definition[..., Any]:
         ) from None
 
 
+# Whether a call needs a reviewer: always, never, or decided per call from its arguments.
+Approval = bool | Callable[..., bool]
+
+
 @dataclass(frozen=True)
 class ToolDefinition(Generic[P, R]):
-    """A `@tool`: its result is journaled like a step's, so a resumed run does not re-run it."""
+    """A `@tool`: its result is journaled like a step's, so a resumed run does not re-run it.
+
+    `context` is what its first parameter's annotation asks for: `"tool"` (a `ToolContext`),
+    `"workflow"` (a `WorkflowContext`), or None (no context is passed)."""
 
     name: str
     fn: Callable[..., Any]
     read_only: bool = False
-    requires_approval: bool = False
+    requires_approval: Approval = False
     writes: tuple[str, ...] = ()
     max_calls: int | None = None
-    wants_context: bool = False
+    context: str | None = None
+
+    @property
+    def wants_context(self) -> bool:
+        return self.context is not None
+
+    def needs_approval(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+        """Whether this call waits for a reviewer: a predicate decides from the call's own
+        arguments (the context is not passed to it)."""
+        if callable(self.requires_approval):
+            return bool(self.requires_approval(*args, **kwargs))
+        return bool(self.requires_approval)
 
     async def __call__(self, *args: Any, tool_call_id: str | None = None, **kwargs: Any) -> R:
         from pyrula.runtime.tools import call_tool
@@ -104,7 +122,7 @@ def tool(
     *,
     name: str | None = None,
     read_only: bool = False,
-    requires_approval: bool = False,
+    requires_approval: Approval = False,
     writes: tuple[str, ...] | list[str] = (),
     max_calls: int | None = None,
 ) -> Callable[[Callable[..., R]], ToolDefinition[..., R]]: ...
@@ -114,18 +132,48 @@ def tool(
     *,
     name: str | None = None,
     read_only: bool = False,
-    requires_approval: bool = False,
+    requires_approval: Approval = False,
     writes: tuple[str, ...] | list[str] = (),
     max_calls: int | None = None,
 ) -> Any:
-    """Make a function a durable tool (`read_only`, `requires_approval`, `writes`, `max_calls`)."""
+    """Make a function a durable tool (`read_only`, `requires_approval`, `writes`, `max_calls`).
+
+    A first parameter annotated `ToolContext` receives one (with the call's stable
+    `idempotency_key`); one annotated `WorkflowContext` or `AgentContext` receives the run's
+    context; any other first parameter is an ordinary argument. `requires_approval` is `True`
+    (every call parks for a reviewer) or a predicate over the call's arguments."""
 
     def build(f: Callable[..., Any]) -> ToolDefinition[..., Any]:
-        params = list(inspect.signature(f).parameters.values())
-        wants = bool(params) and params[0].name in ("ctx", "context")
         definition: ToolDefinition[..., Any] = ToolDefinition(
-            name or f.__name__, f, read_only, requires_approval, tuple(writes), max_calls, wants
+            name or f.__name__,
+            f,
+            read_only,
+            requires_approval,
+            tuple(writes),
+            max_calls,
+            context_wanted(f),
         )
         return definition
 
     return build(fn) if fn is not None else build
+
+
+_CONTEXTS = {"ToolContext": "tool", "WorkflowContext": "workflow", "AgentContext": "workflow"}
+
+
+def context_wanted(fn: Callable[..., Any]) -> str | None:
+    """Which context `fn`'s first parameter is annotated with (see `tool`), by the class or,
+    where annotations are strings that cannot be resolved here, by its name."""
+    try:
+        params = list(inspect.signature(fn, eval_str=True).parameters.values())
+    except (NameError, TypeError, SyntaxError):
+        params = list(inspect.signature(fn).parameters.values())
+    if not params or params[0].annotation is inspect.Parameter.empty:
+        return None
+    annotation = params[0].annotation
+    if isinstance(annotation, type):
+        for cls in annotation.__mro__:
+            if cls.__module__.startswith("pyrula.") and cls.__name__ in _CONTEXTS:
+                return _CONTEXTS[cls.__name__]
+        return None
+    return _CONTEXTS.get(str(annotation).rpartition(".")[2])

@@ -14,6 +14,20 @@ class ToolRefused(PyrulaError):
     """A tool call was not allowed: a reviewer declined it, or its per-run limit is reached."""
 
 
+# The answers (to `pyrula runs answer` or `answer()`) that approve a parked tool call; any other
+# answer declines it, and the call raises `ToolRefused`.
+APPROVALS = frozenset({"approve", "approved", "yes", "y", "ok"})
+
+
+def approved(verdict: Any) -> bool:
+    """`True`, one of `APPROVALS` (any case), or a mapping with `approved: true`."""
+    if isinstance(verdict, dict):
+        return verdict.get("approved") is True or verdict.get("approve") is True
+    if isinstance(verdict, str):
+        return verdict.strip().lower() in APPROVALS
+    return verdict is True
+
+
 async def call_tool(
     definition: ToolDefinition[..., Any],
     args: tuple[Any, ...],
@@ -41,19 +55,21 @@ async def call_tool(
                     f"tool {definition.name!r} reached its limit of {definition.max_calls} "
                     "calls in this run"
                 )
-        if definition.requires_approval:
+        if definition.needs_approval(args, kwargs):
             verdict = await ctx.interrupt(
                 {"approve_tool": definition.name, "arguments": {"args": list(args), **kwargs}},
                 _position=f"{position}/approval",
             )
-            if verdict not in (True, "approve", "approved", "yes"):
+            if not approved(verdict):
                 raise ToolRefused(
                     f"a reviewer declined the call to {definition.name!r}: {verdict!r}"
                 )
 
     def body(*a: Any, **kw: Any) -> Any:
-        if not definition.wants_context:
+        if definition.context is None:
             return definition.fn(*a, **kw)
+        if definition.context == "workflow":
+            return definition.fn(ctx, *a, **kw)
         tool_ctx = ToolContext(attempt, tool_call_id)
         tool_ctx.idempotency_key = tool_call_id or f"{attempt.run.id}:{current_scope.get().name}"
         return definition.fn(tool_ctx, *a, **kw)
