@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pyrula.errors import BudgetExceeded, DurableInvocationCancelled
 from pyrula.runtime.attempt import Attempt, Park
-from pyrula.runtime.calls import current_scope
+from pyrula.runtime.calls import current_run, enter_scope, in_scope
 from pyrula.runtime.failures import describe_error, rebuild_error
 from pyrula.runtime.positions import Scope
 from pyrula.runtime.runstore import to_json_value
@@ -103,8 +103,7 @@ class WorkflowContext:
         if before is not None:
             await before(position)
         scope = Scope(position, within=kind, unit=position)
-        token = current_scope.set(scope)
-        try:
+        with in_scope(scope):
             for tries in range(retries + 1):
                 try:
                     result = to_json_value(await _call(fn, *args, **kwargs))
@@ -132,8 +131,6 @@ class WorkflowContext:
                     )
                     await asyncio.sleep(backoff * 2**tries)
                     attempt.check_cancel()
-        finally:
-            current_scope.reset(token)
         attempt.write(
             f"{kind}:done", {"position": position, "name": name, "result": result, **(extra or {})}
         )
@@ -146,7 +143,7 @@ class WorkflowContext:
     async def to_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run blocking `fn` on a thread that carries the run: its sync model calls journal."""
         position = self._attempt.next_position("thread")
-        base = current_scope.get()
+        base = current_run().scope
         return await self._on_thread(
             Scope(f"thread:{position}", base.within, base.unit), fn, *args, **kwargs
         )
@@ -154,7 +151,7 @@ class WorkflowContext:
     async def map_threads(self, fn: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
         """`fn(item)` for each item, concurrently on threads, each with its own replay scope."""
         position = self._attempt.next_position("map")
-        base = current_scope.get()
+        base = current_run().scope
         return list(
             await asyncio.gather(
                 *(
@@ -167,7 +164,7 @@ class WorkflowContext:
     async def _on_thread(self, scope: Scope, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
         self._attempt.check_cancel()
         context = contextvars.copy_context()
-        context.run(current_scope.set, scope)
+        context.run(enter_scope, scope)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, lambda: context.run(fn, *args, **kw))
 
@@ -288,7 +285,7 @@ class ToolContext(WorkflowContext):
 
     @property
     def within(self) -> str:
-        return current_scope.get().within
+        return current_run().scope.within
 
 
 def cancelled_error(run_id: str) -> DurableInvocationCancelled:

@@ -12,7 +12,7 @@ from pyrula.agents.compat._stainless import (
     guard_assigned_resources,
     resource_names,
 )
-from pyrula.runtime.ratelimit import LLMRate
+from pyrula.runtime.calls import LLMRate
 
 T = TypeVar("T")
 

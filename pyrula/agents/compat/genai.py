@@ -23,17 +23,18 @@ import httpx2
 from google.genai import _common
 from google.genai import errors as _errors
 
-from pyrula.agents.compat._frames import call_frame
 from pyrula.agents.compat._genai_surfaces import GENAI, GENERATION, tools_refusal
 from pyrula.agents.compat._guard import CallRoute, Guard, guarded_call
 from pyrula.agents.compat._http import journal_http_client
 from pyrula.agents.compat._rate_slots import RateCall, blocking_rate_slot, rate_slot
 from pyrula.runtime.calls import (
     ERROR_HEADERS,
+    GEMINI,
     CallFrame,
+    LLMRate,
     ReplayedFailure,
+    call_frame,
 )
-from pyrula.runtime.ratelimit import GEMINI, LLMRate
 
 __all__ = ["Client", "journaled"]
 
