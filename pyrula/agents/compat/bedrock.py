@@ -31,6 +31,7 @@ from botocore.client import BaseClient
 from pyrula.agents.compat._frames import framed
 from pyrula.agents.compat._guard import CallRoute, guarded_call
 from pyrula.agents.compat._rate_slots import RateCall
+from pyrula.agents.compat._registry import register_converter
 from pyrula.agents.compat._surfaces import Surface, SurfaceTable, Verdict
 from pyrula.errors import ProviderStreamTruncated
 from pyrula.fingerprints import Canonical
@@ -372,3 +373,6 @@ class _ReplayedBody:
 
     def release_conn(self) -> None:
         return None
+
+
+register_converter("botocore.client", journaled_bedrock)

@@ -27,6 +27,7 @@ from pyrula.agents.compat._genai_surfaces import GENAI, GENERATION, tools_refusa
 from pyrula.agents.compat._guard import CallRoute, Guard, guarded_call
 from pyrula.agents.compat._http import journal_http_client
 from pyrula.agents.compat._rate_slots import RateCall, blocking_rate_slot, rate_slot
+from pyrula.agents.compat._registry import register_converter
 from pyrula.runtime.calls import (
     ERROR_HEADERS,
     GEMINI,
@@ -396,3 +397,6 @@ def journaled(client: T, *, rate_limit: LLMRate | None = None) -> T:
     client._pyrula_rate = rate_limit  # type: ignore[attr-defined]
     _install_transports(client)
     return client
+
+
+register_converter("google.genai", journaled)
