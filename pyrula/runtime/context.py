@@ -22,7 +22,8 @@ T = TypeVar("T")
 _PARK_AFTER_SECONDS = 2.0
 
 
-async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+async def call_awaited(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)`, awaited if it returns an awaitable (a step or tool may be either)."""
     result = fn(*args, **kwargs)
     if inspect.isawaitable(result):
         result = await result
@@ -106,7 +107,7 @@ class WorkflowContext:
         with in_scope(scope):
             for tries in range(retries + 1):
                 try:
-                    result = to_json_value(await _call(fn, *args, **kwargs))
+                    result = to_json_value(await call_awaited(fn, *args, **kwargs))
                     break
                 except (BudgetExceeded, Exception) as exc:
                     if isinstance(exc, BudgetExceeded) or tries == retries:

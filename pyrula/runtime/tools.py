@@ -6,7 +6,7 @@ from typing import Any
 
 from pyrula.errors import PyrulaError
 from pyrula.runtime.calls import current_run
-from pyrula.runtime.context import ToolContext, WorkflowContext, _call
+from pyrula.runtime.context import ToolContext, WorkflowContext, call_awaited
 from pyrula.runtime.registry import ToolDefinition
 
 
@@ -24,7 +24,7 @@ async def call_tool(
     if attempt is None:
         # Outside a run a tool is a plain function call.
         context = [None] if definition.wants_context else []
-        return await _call(definition.fn, *context, *args, **kwargs)
+        return await call_awaited(definition.fn, *context, *args, **kwargs)
     ctx = WorkflowContext(attempt)
 
     async def before(position: str) -> None:
