@@ -21,6 +21,7 @@ from typer.testing import CliRunner  # noqa: E402
 
 import pyrula  # noqa: E402
 from pyrula.cassette import namespace_prefix  # noqa: E402
+from pyrula.cli import demo as demo_command  # noqa: E402
 from pyrula.cli.app import app  # noqa: E402
 from pyrula.demo import durable, run  # noqa: E402
 from pyrula.demo.standin import (  # noqa: E402
@@ -172,10 +173,10 @@ def test_journal_listing_falls_back_to_its_own_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert run.run_demo(tmp_path / "store").ok
-    monkeypatch.setattr(run, "journal_ls_command", lambda: None)
+    monkeypatch.setattr(demo_command, "journal_ls_command", lambda: None)
     out = io.StringIO()
 
-    run.show_journal(tmp_path / "store", Console(file=out, width=200))
+    demo_command.show_journal(tmp_path / "store", Console(file=out, width=200))
 
     text = out.getvalue()
     assert f"$ pyrula journal ls pyrula-demo --store {tmp_path / 'store'}" in text
@@ -240,7 +241,7 @@ def _skip_recording(monkeypatch: pytest.MonkeyPatch) -> None:
         )
 
     monkeypatch.setattr(run, "run_demo", recorded)
-    monkeypatch.setattr(run, "show_journal", lambda store, console: None)
+    monkeypatch.setattr(demo_command, "show_journal", lambda store, console: None)
 
 
 def test_demo_durable_run_survives_sigkill_without_repeating_a_call(

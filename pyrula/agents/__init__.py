@@ -7,8 +7,15 @@ from pyrula.errors import (
     ReplayInputChanged,
     UnjournaledSurface,
 )
-from pyrula.runtime import AgentContext, AgentLimits, LLMRate, ToolContext, agent, tool
-from pyrula.runtime.tools import ToolRefused
+from pyrula.runtime import (
+    AgentContext,
+    AgentLimits,
+    LLMRate,
+    ToolContext,
+    ToolRefused,
+    agent,
+    tool,
+)
 
 __all__ = [
     "AgentContext",

@@ -3,12 +3,17 @@ then run a durable agent against it, SIGKILL its worker mid-run and resume it.""
 
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
+from pyrula.cli.journal import journal_app
+from pyrula.cli.runs import show
 from pyrula.errors import PyrulaError
 from pyrula.journal.store import default_path
 
@@ -44,7 +49,7 @@ def demo(
         console.print(f"[red]pyrula demo failed:[/] {exc}", highlight=False)
         raise typer.Exit(1) from exc
     run.render(result, console)
-    run.show_journal(path, console)
+    show_journal(path, console)
 
     console.print(
         f"\n[bold]durable run[/]: agent {durable.AGENT_NAME!r} in real worker processes; the "
@@ -59,7 +64,7 @@ def demo(
     except PyrulaError as exc:
         console.print(f"[red]pyrula demo failed:[/] {exc}", highlight=False)
         raise typer.Exit(1) from exc
-    durable.render(outcome, console)
+    durable.render(outcome, console, show_run)
 
     failed = False
     if not result.ok:
@@ -70,3 +75,81 @@ def demo(
         failed = True
     if failed:
         raise typer.Exit(1)
+
+
+# -- what the demo left in the store, shown by the CLI's own commands ------------------------------
+
+
+def journal_ls_command() -> Any:
+    """The click command of `pyrula journal ls`, or None while this build has none."""
+    try:
+        group: Any = typer.main.get_group(journal_app)
+    except Exception:
+        return None
+    commands = getattr(group, "commands", None)
+    return commands.get("ls") if isinstance(commands, dict) else None
+
+
+@contextlib.contextmanager
+def _env(name: str, value: str) -> Iterator[None]:
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def show_journal(store_path: str | os.PathLike[str], console: Console) -> None:
+    """List what the demo left in the store: `pyrula journal ls` if present, else its own table."""
+    from pyrula.demo.run import CASSETTE, list_exchanges  # the demo's SDKs are imported lazily
+
+    command = journal_ls_command()
+    args = [CASSETTE, "--store", str(store_path)]
+    if command is not None:
+        params = {getattr(param, "name", ""): param for param in command.params}
+        options = {opt for param in command.params for opt in getattr(param, "opts", ())}
+        positional = [
+            name
+            for name, param in params.items()
+            if getattr(param, "param_type_name", "") == "argument"
+        ]
+        args = [CASSETTE] if positional[:1] in (["prefix"], ["cassette"], ["namespace"]) else []
+        args += ["--store", str(store_path)] if "--store" in options else []
+    console.print(f"\n$ pyrula journal ls {' '.join(args)}", markup=False, highlight=False)
+    if command is not None:
+        try:
+            with _env("PYRULA_STORE", str(store_path)):
+                code = command.main(args=args, prog_name="pyrula journal ls", standalone_mode=False)
+        except Exception as exc:  # typer's own (vendored) click errors included
+            code = f"{type(exc).__name__}: {exc}"
+        if not code:
+            return
+        console.print(f"(pyrula journal ls failed: {code}; listing directly)", highlight=False)
+    list_exchanges(store_path, console)
+
+
+def show_run(store: Path, run_id: str, console: Console) -> None:
+    """`pyrula runs show RUN --store STORE`, or the demo's listing of the events if that fails."""
+    from pyrula.demo.durable import list_events  # the demo's SDKs are imported lazily
+
+    # Not wrapped: the command line stays one line, to copy.
+    console.print(
+        f"\n$ pyrula runs show {run_id} --store {store}",
+        markup=False,
+        highlight=False,
+        soft_wrap=True,
+    )
+    try:
+        show(run_id, store=store, as_json=False)
+        return
+    except Exception as exc:  # typer.Exit included: list the events ourselves
+        console.print(
+            f"(pyrula runs show failed: {type(exc).__name__}: {exc}; listing directly)",
+            markup=False,
+            highlight=False,
+        )
+    list_events(store, run_id, console)

@@ -404,8 +404,13 @@ def _plain(console: Console, text: str) -> None:
     console.print(text, markup=False, highlight=False)
 
 
-def render(result: DurableResult, console: Console) -> None:
-    """The run's result, the tool's side effect, the journal, and the stand-in's counts."""
+def render(
+    result: DurableResult,
+    console: Console,
+    show_run: Callable[[Path, str, Console], None] | None = None,
+) -> None:
+    """The run's result, the tool's side effect, the journal (shown by `show_run`, else listed
+    here), and the stand-in's counts."""
     _plain(console, f"result: {json.dumps(result.result)}")
     if result.error:
         _plain(console, f"error: {result.error.get('type')}: {result.error.get('message', '')}")
@@ -418,7 +423,7 @@ def render(result: DurableResult, console: Console) -> None:
     for line in result.notes:
         _plain(console, f"  {line}")
 
-    show_run(result.store, result.run_id, console)
+    (show_run or list_events)(result.store, result.run_id, console)
 
     table = Table(
         title="the stand-in's own request log (kept in this process, not by the workers)",
@@ -459,22 +464,8 @@ def render(result: DurableResult, console: Console) -> None:
     )
 
 
-def show_run(store: Path, run_id: str, console: Console) -> None:
-    """`pyrula runs show RUN --store STORE`, or a plain listing of the events if that fails."""
-    # Not wrapped: the command line stays one line, to copy.
-    console.print(
-        f"\n$ pyrula runs show {run_id} --store {store}",
-        markup=False,
-        highlight=False,
-        soft_wrap=True,
-    )
-    try:
-        from pyrula.cli.runs import show
-
-        show(run_id, store=store, as_json=False)
-        return
-    except Exception as exc:  # typer.Exit included: list the events ourselves
-        _plain(console, f"(pyrula runs show failed: {type(exc).__name__}: {exc}; listing directly)")
+def list_events(store: Path, run_id: str, console: Console) -> None:
+    """A plain listing of the run's events."""
     table = Table("seq", "event", "detail", box=None)
     for event in RunStore(open_store(store)).events(run_id):
         table.add_row(str(event.seq), event.type, json.dumps(event.payload)[:100])
@@ -499,9 +490,9 @@ __all__ = [
     "DurableResult",
     "WorkerProcess",
     "demo_agent",
+    "list_events",
     "render",
     "run_durable",
     "save_note",
-    "show_run",
     "work",
 ]

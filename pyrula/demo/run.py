@@ -10,19 +10,17 @@ The counts shown come from the stand-in's own request log.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import anthropic
 import openai
-import typer
 from rich.console import Console
 from rich.table import Table
 
@@ -345,58 +343,6 @@ def render(result: DemoResult, console: Console) -> None:
         console.print(f"[red]replay failed:[/] {result.replay_error}", highlight=False)
 
 
-def journal_ls_command() -> Any:
-    """The click command of `pyrula journal ls`, or None while this build has none."""
-    try:
-        from pyrula.cli.journal import journal_app
-
-        group: Any = typer.main.get_group(journal_app)
-    except Exception:
-        return None
-    commands = getattr(group, "commands", None)
-    return commands.get("ls") if isinstance(commands, dict) else None
-
-
-@contextlib.contextmanager
-def _env(name: str, value: str) -> Iterator[None]:
-    old = os.environ.get(name)
-    os.environ[name] = value
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(name, None)
-        else:
-            os.environ[name] = old
-
-
-def show_journal(store_path: str | os.PathLike[str], console: Console) -> None:
-    """List what the demo left in the store: `pyrula journal ls` if present, else our own table."""
-    command = journal_ls_command()
-    args = [CASSETTE, "--store", str(store_path)]
-    if command is not None:
-        params = {getattr(param, "name", ""): param for param in command.params}
-        options = {opt for param in command.params for opt in getattr(param, "opts", ())}
-        positional = [
-            name
-            for name, param in params.items()
-            if getattr(param, "param_type_name", "") == "argument"
-        ]
-        args = [CASSETTE] if positional[:1] in (["prefix"], ["cassette"], ["namespace"]) else []
-        args += ["--store", str(store_path)] if "--store" in options else []
-    console.print(f"\n$ pyrula journal ls {' '.join(args)}", markup=False, highlight=False)
-    if command is not None:
-        try:
-            with _env("PYRULA_STORE", str(store_path)):
-                code = command.main(args=args, prog_name="pyrula journal ls", standalone_mode=False)
-        except Exception as exc:  # typer's own (vendored) click errors included
-            code = f"{type(exc).__name__}: {exc}"
-        if not code:
-            return
-        console.print(f"(pyrula journal ls failed: {code}; listing directly)", highlight=False)
-    list_exchanges(store_path, console)
-
-
 def list_exchanges(store_path: str | os.PathLike[str], console: Console) -> None:
     """A short listing of the demo cassette's recorded exchanges."""
     exchanges = Exchanges(open_store(store_path))
@@ -427,11 +373,9 @@ __all__ = [
     "Reply",
     "describe_error",
     "http_client",
-    "journal_ls_command",
     "list_exchanges",
     "render",
     "run_demo",
-    "show_journal",
     "stack_name",
     "uses_httpx2",
 ]

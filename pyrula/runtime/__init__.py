@@ -13,19 +13,22 @@ from pyrula.runtime.context import AgentContext, ToolContext, WorkflowContext
 from pyrula.runtime.limits import AgentLimits
 from pyrula.runtime.metering import prices
 from pyrula.runtime.ratelimit import LLMRate
-from pyrula.runtime.registry import agent, tool, workflow
+from pyrula.runtime.registry import Definition, agent, tool, workflow
 from pyrula.runtime.runstore import Event, RunRecord, RunStore
+from pyrula.runtime.tools import ToolRefused
 from pyrula.runtime.worker import Worker
 
 __all__ = [
     "AgentContext",
     "AgentLimits",
+    "Definition",
     "Event",
     "LLMRate",
     "RunHandle",
     "RunRecord",
     "RunStore",
     "ToolContext",
+    "ToolRefused",
     "Worker",
     "WorkflowContext",
     "agent",

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from pyrula.errors import DurableInvocationCancelled, UnjournaledSurface
-from pyrula.runtime.calls import current_scope
+from pyrula.runtime.calls import current_run
 from pyrula.runtime.limits import AgentLimits, Budget
 from pyrula.runtime.positions import Positions
 from pyrula.runtime.runstore import Event, Lease, RunRecord, RunStore
@@ -86,7 +86,7 @@ class Attempt:
     # -- positions and facts -------------------------------------------------------------------
 
     def next_position(self, kind: str) -> str:
-        return self._positions.next(current_scope.get().name, kind)
+        return self._positions.next(current_run().scope.name, kind)
 
     def write(self, kind: str, payload: dict[str, Any]) -> Event:
         """Journal a fact of this attempt (fenced by its lease) and remember it."""

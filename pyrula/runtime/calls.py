@@ -2,57 +2,107 @@
 
 This is the one module of `pyrula.runtime` that `pyrula.agents.compat` and future integrations
 import, besides the public `pyrula.runtime` package; the rest of the runtime is its own.
+
+The current run is one `RunContext` in one context variable: the attempt executing (if any),
+the replay scope a durable operation takes its position in, the SDK call being framed, and
+whether the journal is bypassed. A task or thread started with the run's context sees the same
+run; a change made here (entering a scope, a call frame, a bypass) is undone on leaving it.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from pyrula.errors import RecordRefused
 from pyrula.fingerprints import Canonical, RequestParts
 from pyrula.journal.exchanges import ExchangeRecord
 from pyrula.journal.recorder import Reply
-from pyrula.runtime.limits import Reservation
+from pyrula.runtime.limits import Reservation, estimate_tokens
+from pyrula.runtime.media import billable_request_bytes
 from pyrula.runtime.positions import MAIN, Scope
+from pyrula.runtime.ratelimit import BEDROCK, GEMINI, LLMRate, Slot
+from pyrula.transport.core import Session
 
 if TYPE_CHECKING:
     from pyrula.runtime.attempt import Attempt
 
-current_scope: ContextVar[Scope] = ContextVar("pyrula_scope", default=MAIN)
-current_attempt: ContextVar[Attempt | None] = ContextVar("pyrula_attempt", default=None)
-# Set around a call a drop-in passes through unjournaled (embeddings, files, ...): its requests
-# take no journal position and are not metered.
-journal_bypass: ContextVar[bool] = ContextVar("pyrula_journal_bypass", default=False)
+__all__ = [
+    "BEDROCK",
+    "ERROR_HEADERS",
+    "GEMINI",
+    "CallFrame",
+    "HeldError",
+    "LLMRate",
+    "Outcomes",
+    "ReplayedFailure",
+    "RunContext",
+    "Scope",
+    "SentCall",
+    "Slot",
+    "billable_request_bytes",
+    "bypassed",
+    "bypassing",
+    "call_frame",
+    "current_run",
+    "estimate_tokens",
+    "in_call",
+    "in_scope",
+    "passed_through",
+    "replays",
+    "runs_bound",
+]
 
-# What a journaled provider error keeps of its reply: these headers, and a body up to the cap.
+T = TypeVar("T")
+
+# What a journaled provider error keeps of its reply: these headers, and a body up to a cap.
 ERROR_HEADERS = frozenset(
     {"retry-after", "retry-after-ms", "x-should-retry", "x-request-id", "request-id"}
 )
 
 
+# -- one SDK-level call ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SentCall:
+    """A request of the call sent live and not yet answered, and what it reserved."""
+
+    parts: RequestParts
+    canonical: Canonical
+    scope: Scope
+    reservation: Reservation
+
+
+@dataclass(frozen=True, slots=True)
+class HeldError:
+    """An error reply the SDK may still retry: journaled by `commit` only if it gives up."""
+
+    commit: Callable[[Reply], None]
+    reply: Reply
+    reservation: Reservation
+
+
+@dataclass(slots=True)
 class CallFrame:
-    """One SDK-level model call, set by a drop-in around it (see `current_call`).
+    """One SDK-level model call, set by a drop-in around it (see `call_frame`).
 
     Every HTTP attempt the SDK makes for the call (its own retries) shares one position, and
     only the call's outcome is journaled there: a success as it arrives, an error reply only
     once the SDK has given up on it (`RunSession.end_call`), since the SDK may still retry it.
     """
 
-    __slots__ = ("digest", "held", "key", "position", "sent")
-
-    def __init__(self) -> None:
-        self.position: str | None = None
-        self.key: bytes | None = None
-        self.digest: str | None = None  # the fingerprint of the request at `position`
-        # The last attempt sent live and not yet answered: (parts, canonical, scope, reservation).
-        self.sent: tuple[RequestParts, Canonical, Scope, Reservation] | None = None
-        # An error reply the SDK may still retry: (commit, reply, reservation).
-        self.held: tuple[Callable[[Reply], None], Reply, Reservation] | None = None
-
-
-current_call: ContextVar[CallFrame | None] = ContextVar("pyrula_call", default=None)
+    position: str | None = None
+    key: bytes | None = None
+    digest: str | None = None  # the fingerprint of the request at `position`
+    sent: SentCall | None = None
+    held: HeldError | None = None
 
 
 class ReplayedFailure(BaseException):
@@ -68,17 +118,166 @@ class ReplayedFailure(BaseException):
         super().__init__(f"journaled failure at status {record.status}")
 
 
+# -- the current run ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunContext:
+    """The current run, as this task or thread sees it."""
+
+    attempt: Attempt | None = None
+    scope: Scope = MAIN
+    call: CallFrame | None = None
+    # Set around a call a drop-in passes through unjournaled (embeddings, files, ...): its
+    # requests take no journal position and are not metered.
+    bypassed: bool = False
+
+    @property
+    def in_run(self) -> bool:
+        """Whether a run's body is executing here."""
+        return self.attempt is not None
+
+    @property
+    def is_agent(self) -> bool:
+        return self.attempt is not None and self.attempt.is_agent
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop | None:
+        """The event loop the run's body runs on (a sync caller waits for a slot through it)."""
+        return self.attempt.loop if self.attempt is not None else None
+
+    @property
+    def session(self) -> Session | None:
+        """The run's transport session, which plans each of its model calls."""
+        return self.attempt.session if self.attempt is not None else None
+
+    def refuse_loop_thread(self) -> None:
+        """Raise `UnjournaledSurface` when a sync model call is made on the run's loop thread."""
+        if self.attempt is not None:
+            self.attempt.refuse_loop_thread()
+
+
+_NONE = RunContext()
+_current: ContextVar[RunContext] = ContextVar("pyrula_run", default=_NONE)
+
+
+def current_run() -> RunContext:
+    """The run this task or thread belongs to (`in_run` is False outside any run)."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def _changed(**changes: Any) -> Iterator[RunContext]:
+    context = replace(_current.get(), **changes)
+    token = _current.set(context)
+    try:
+        yield context
+    finally:
+        _current.reset(token)
+
+
+@contextlib.contextmanager
+def running(attempt: Attempt) -> Iterator[RunContext]:
+    """The body of `attempt`'s run executes inside this (the worker enters it)."""
+    with _changed(attempt=attempt) as context:
+        _bind_run(+1)
+        try:
+            yield context
+        finally:
+            _bind_run(-1)
+
+
+def in_scope(scope: Scope) -> contextlib.AbstractContextManager[RunContext]:
+    """Durable operations inside take their positions in `scope` (a step, a tool, a thread)."""
+    return _changed(scope=scope)
+
+
+def enter_scope(scope: Scope) -> None:
+    """Set the scope of a context copied for a thread of the run, for as long as it lives."""
+    _current.set(replace(_current.get(), scope=scope))
+
+
+def bypassed() -> contextlib.AbstractContextManager[RunContext]:
+    """Requests sent inside go past the journal: no position, not metered."""
+    return _changed(bypassed=True)
+
+
+async def bypassing(awaitable: Awaitable[T]) -> T:
+    """Await `awaitable` with the journal bypassed."""
+    with bypassed():
+        return await awaitable
+
+
+def passed_through(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """Call `fn` with the journal bypassed (and await it so, when it returns a coroutine)."""
+    with bypassed():
+        result = fn(*args, **kwargs)
+    if inspect.iscoroutine(result):
+        return bypassing(result)
+    return result
+
+
+# -- framing a call ----------------------------------------------------------------------------
+
+
+class Outcomes(Protocol):
+    """How one SDK reports a call's outcome: what a journaled failure replays as, and which
+    exceptions mean the request had left (so the failure is the call's outcome)."""
+
+    def rebuilt(self, replayed: ReplayedFailure) -> BaseException: ...
+
+    def sent_failure(self, exc: BaseException) -> dict[str, str] | None: ...
+
+
+def in_call(frame: CallFrame) -> contextlib.AbstractContextManager[RunContext]:
+    """Requests sent inside are `frame`'s call (what `call_frame` enters, without its outcomes)."""
+    return _changed(call=frame)
+
+
+@contextlib.contextmanager
+def call_frame(outcomes: Outcomes, frame: CallFrame | None = None) -> Iterator[CallFrame]:
+    """One journaled SDK call: its retries share a position, and an error it ends in is
+    journaled, then raised again on replay without sending anything. Pass `frame` to enter the
+    same call again (a stream whose requests go out as it is iterated)."""
+    frame = frame if frame is not None else CallFrame()
+    with in_call(frame):
+        try:
+            yield frame
+        except ReplayedFailure as replayed:
+            raise outcomes.rebuilt(replayed) from None
+        except RecordRefused as refused:
+            raise refused.error from None
+        except BaseException as exc:
+            # The SDK gave up: journal a provider error, or a transport failure after the
+            # request went out; a failure before sending (a rejected argument, no connection)
+            # is not.
+            attempt = current_run().attempt
+            if attempt is not None:
+                attempt.session.end_call(frame, outcomes.sent_failure(exc))
+            raise
+
+
+def replays(frame: CallFrame) -> bool:
+    """Whether the call of `frame` will be answered from the journal, sending nothing (so it
+    needs no rate-limit slot); it claims the call's position now (see `RunSession.replays`)."""
+    attempt = current_run().attempt
+    return attempt is not None and attempt.session.replays(frame)
+
+
+# -- runs executing in this process ------------------------------------------------------------
+
 # How many run bodies are executing in this process: a drop-in called with no run in its context
 # while one is bound warns that its thread lost the run's context.
 _bound_runs = 0
 _bound_lock = threading.Lock()
 
 
-def bind_run(delta: int) -> None:
+def _bind_run(delta: int) -> None:
     global _bound_runs
     with _bound_lock:
         _bound_runs += delta
 
 
 def runs_bound() -> bool:
+    """Whether a run's body is executing anywhere in this process."""
     return _bound_runs > 0

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from pyrula.errors import BudgetExceeded, DurableInvocationCancelled
 from pyrula.runtime.attempt import Attempt, Park
-from pyrula.runtime.calls import current_scope
+from pyrula.runtime.calls import current_run, enter_scope, in_scope
 from pyrula.runtime.failures import describe_error, rebuild_error
 from pyrula.runtime.positions import Scope
 from pyrula.runtime.runstore import to_json_value
@@ -22,7 +22,8 @@ T = TypeVar("T")
 _PARK_AFTER_SECONDS = 2.0
 
 
-async def _call(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+async def call_awaited(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """`fn(*args, **kwargs)`, awaited if it returns an awaitable (a step or tool may be either)."""
     result = fn(*args, **kwargs)
     if inspect.isawaitable(result):
         result = await result
@@ -102,14 +103,13 @@ class WorkflowContext:
             raise rebuild_error(recorded.payload.get("error", {}))
         if before is not None:
             await before(position)
-        outer = current_scope.get()
+        outer = current_run().scope
         charged_to = "run" if kind == "tool" and outer.charged_to == "run" else kind
         scope = Scope(position, within=kind, unit=position, charged_to=charged_to)
-        token = current_scope.set(scope)
-        try:
+        with in_scope(scope):
             for tries in range(retries + 1):
                 try:
-                    result = to_json_value(await _call(fn, *args, **kwargs))
+                    result = to_json_value(await call_awaited(fn, *args, **kwargs))
                     break
                 except (BudgetExceeded, Exception) as exc:
                     if isinstance(exc, BudgetExceeded) or tries == retries:
@@ -134,8 +134,6 @@ class WorkflowContext:
                     )
                     await asyncio.sleep(backoff * 2**tries)
                     attempt.check_cancel()
-        finally:
-            current_scope.reset(token)
         attempt.write(
             f"{kind}:done", {"position": position, "name": name, "result": result, **(extra or {})}
         )
@@ -148,7 +146,7 @@ class WorkflowContext:
     async def to_thread(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Run blocking `fn` on a thread that carries the run: its sync model calls journal."""
         position = self._attempt.next_position("thread")
-        base = current_scope.get()
+        base = current_run().scope
         return await self._on_thread(
             Scope(f"thread:{position}", base.within, base.unit, base.charged_to),
             fn,
@@ -159,7 +157,7 @@ class WorkflowContext:
     async def map_threads(self, fn: Callable[[Any], T], items: Iterable[Any]) -> list[T]:
         """`fn(item)` for each item, concurrently on threads, each with its own replay scope."""
         position = self._attempt.next_position("map")
-        base = current_scope.get()
+        base = current_run().scope
         return list(
             await asyncio.gather(
                 *(
@@ -176,7 +174,7 @@ class WorkflowContext:
     async def _on_thread(self, scope: Scope, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
         self._attempt.check_cancel()
         context = contextvars.copy_context()
-        context.run(current_scope.set, scope)
+        context.run(enter_scope, scope)
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(None, lambda: context.run(fn, *args, **kw))
 
@@ -297,7 +295,7 @@ class ToolContext(WorkflowContext):
 
     @property
     def within(self) -> str:
-        return current_scope.get().within
+        return current_run().scope.within
 
 
 def cancelled_error(run_id: str) -> DurableInvocationCancelled:

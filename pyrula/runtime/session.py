@@ -27,10 +27,10 @@ from pyrula.journal.recorder import Reply, record_exchange
 from pyrula.runtime.calls import (
     ERROR_HEADERS,
     CallFrame,
+    HeldError,
     ReplayedFailure,
-    current_call,
-    current_scope,
-    journal_bypass,
+    SentCall,
+    current_run,
 )
 from pyrula.runtime.limits import Reservation
 from pyrula.runtime.llm_events import llm_payload
@@ -95,9 +95,10 @@ class RunSession:
         if blocking:
             self._attempt.refuse_loop_thread()
         self._attempt.check_cancel()
-        if journal_bypass.get():
+        run = current_run()
+        if run.bypassed:
             return Live(None)
-        scope = current_scope.get()
+        scope = run.scope
         if scope.within != "run":
             # Inside a step or tool the unit's result is what is durable: meter, do not journal.
             reservation = self._budget.reserve(
@@ -107,7 +108,7 @@ class RunSession:
                 self._meter_only(canonical, scope, reservation),
                 self._estimate(canonical, scope, reservation, None),
             )
-        frame = current_call.get()
+        frame = run.call
         if frame is not None and frame.digest not in (None, canonical.digest):
             # Another request inside the same SDK call, not a retry of the last one: a follow-up
             # hop (Gemini's automatic continuation). It takes a position of its own.
@@ -145,14 +146,14 @@ class RunSession:
             key, position, parts, canonical, scope, reservation, estimated=True
         )
         return self._framed(
-            frame, commit, estimate, (parts, canonical, scope, reservation), stopped
+            frame, commit, estimate, SentCall(parts, canonical, scope, reservation), stopped
         )
 
     def _claim(self) -> tuple[str, bytes]:
         """The next model-call position of the current scope, and its exchange key."""
         position = self._attempt.next_position("llm")
         index = int(position.rsplit("llm", 1)[1])
-        return position, exchange_key(self._run_id, current_scope.get().name, index)
+        return position, exchange_key(self._run_id, current_run().scope.name, index)
 
     def replays(self, frame: CallFrame) -> bool:
         """Whether the SDK call of `frame` will be answered from the journal (its reply, its
@@ -162,7 +163,8 @@ class RunSession:
         calls started together never both look at the same position. A call passed through, or
         made inside a step or tool, is always sent live.
         """
-        if journal_bypass.get() or current_scope.get().within != "run":
+        run = current_run()
+        if run.bypassed or run.scope.within != "run":
             return False
         if frame.key is None:
             frame.position, frame.key = self._claim()
@@ -175,11 +177,11 @@ class RunSession:
         frame: CallFrame,
         commit: Callable[[Reply], None],
         estimate: Callable[[Reply], None],
-        sent: tuple[RequestParts, Canonical, Scope, Reservation],
+        sent: SentCall,
         stopped: Callable[[Reply], None],
     ) -> Live:
         frame.sent = sent
-        reservation = sent[3]
+        reservation = sent.reservation
 
         def complete(reply: Reply) -> None:
             if frame.sent is sent:
@@ -196,14 +198,14 @@ class RunSession:
                 streamed=False,
                 decoded=True,
             )
-            frame.held = (commit, kept, reservation)
+            frame.held = HeldError(commit, kept, reservation)
 
         def abandon(reply: Reply) -> None:
             if frame.sent is sent:
                 frame.sent = None
             if reply.status >= 400:
                 self._budget.settle(reservation, None)  # an error reply the SDK retries
-            elif _finished_but_usage(sent[1], reply):
+            elif _finished_but_usage(sent.canonical, reply):
                 stopped(reply)  # stopped on the last `finish_reason` chunk: journaled, estimated
             else:
                 estimate(reply)
@@ -222,11 +224,16 @@ class RunSession:
         self,
         frame: CallFrame,
         reply: Reply,
-        sent: tuple[RequestParts, Canonical, Scope, Reservation],
+        sent: SentCall,
     ) -> None:
         """The provider ended the call's stream without its terminal frame: journal that as the
         call's outcome (with what did arrive, metered as an estimate), and raise it."""
-        parts, canonical, scope, reservation = sent
+        parts, canonical, scope, reservation = (
+            sent.parts,
+            sent.canonical,
+            sent.scope,
+            sent.reservation,
+        )
         position = frame.position
         message = (
             f"the provider ended the stream of the model call at {position} without its "
@@ -253,24 +260,28 @@ class RunSession:
     def _release(self, frame: CallFrame) -> None:
         """The SDK sends the call again: what its last attempt got was not the outcome."""
         if frame.held is not None:
-            self._budget.settle(frame.held[2], None)
+            self._budget.settle(frame.held.reservation, None)
             frame.held = None
         if frame.sent is not None:
-            self._budget.settle(frame.sent[3], None)  # the transport raised; nothing came back
+            self._budget.settle(frame.sent.reservation, None)  # the transport raised: no reply
             frame.sent = None
 
     def end_call(self, frame: CallFrame, failure: dict[str, str] | None = None) -> None:
         """The SDK call of `frame` raised: journal the error reply it gave up on, else the
         transport `failure` of its last attempt (`type` and `message`) when one is given."""
         if frame.held is not None:
-            commit, reply, _ = frame.held
-            frame.held = None
-            commit(reply)
+            held, frame.held = frame.held, None
+            held.commit(held.reply)
             return
         if frame.sent is None:
             return
-        parts, canonical, scope, reservation = frame.sent
-        frame.sent = None
+        sent, frame.sent = frame.sent, None
+        parts, canonical, scope, reservation = (
+            sent.parts,
+            sent.canonical,
+            sent.scope,
+            sent.reservation,
+        )
         if failure is None or frame.key is None or frame.position is None:
             self._budget.settle(reservation, None)
             return
@@ -322,7 +333,7 @@ class RunSession:
                 # Not journaled, so a resume asks again; but this reply was paid for.
                 payload.update(position=None, abandoned_at=position, error="PayloadTooLarge")
                 self._attempt.write("llm:done", payload)
-                if current_call.get() is not None:
+                if current_run().call is not None:
                     raise RecordRefused(exc) from exc  # still inside the SDK's retry loop
                 raise
             finally:

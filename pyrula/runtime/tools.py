@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from pyrula.errors import PyrulaError
-from pyrula.runtime.calls import current_attempt, current_scope
-from pyrula.runtime.context import ToolContext, WorkflowContext, _call
+from pyrula.runtime.calls import current_run
+from pyrula.runtime.context import ToolContext, WorkflowContext, call_awaited
 from pyrula.runtime.registry import ToolDefinition
 
 
@@ -34,11 +34,11 @@ async def call_tool(
     kwargs: dict[str, Any],
     tool_call_id: str | None,
 ) -> Any:
-    attempt = current_attempt.get()
+    attempt = current_run().attempt
     if attempt is None:
         # Outside a run a tool is a plain function call.
         context = [None] if definition.wants_context else []
-        return await _call(definition.fn, *context, *args, **kwargs)
+        return await call_awaited(definition.fn, *context, *args, **kwargs)
     ctx = WorkflowContext(attempt)
 
     async def before(position: str) -> None:
@@ -71,10 +71,10 @@ async def call_tool(
         if definition.context == "workflow":
             return definition.fn(ctx, *a, **kw)
         tool_ctx = ToolContext(attempt, tool_call_id)
-        tool_ctx.idempotency_key = tool_call_id or f"{attempt.run.id}:{current_scope.get().name}"
+        tool_ctx.idempotency_key = tool_call_id or f"{attempt.run.id}:{current_run().scope.name}"
         return definition.fn(tool_ctx, *a, **kw)
 
-    outer = current_scope.get()
+    outer = current_run().scope
     return await ctx._unit(
         "tool",
         definition.name,

@@ -27,7 +27,7 @@ from pyrula.errors import (
 )
 from pyrula.journal.store import Store, open_store
 from pyrula.runtime.attempt import Attempt, Park
-from pyrula.runtime.calls import bind_run, current_attempt
+from pyrula.runtime.calls import running
 from pyrula.runtime.context import AgentContext, WorkflowContext
 from pyrula.runtime.failures import describe_error
 from pyrula.runtime.registry import lookup
@@ -147,13 +147,9 @@ class Worker:
         args, kwargs = data.get("args", []), data.get("kwargs", {})
 
         async def body() -> Any:
-            current_attempt.set(attempt)
             current_session.set(attempt.session)
-            bind_run(+1)
-            try:
+            with running(attempt):
                 return await definition.fn(ctx, *args, **kwargs)
-            finally:
-                bind_run(-1)
 
         task = asyncio.ensure_future(body())
         beat = asyncio.ensure_future(self._heartbeat(run.id, lease, task))

@@ -14,7 +14,7 @@ import pytest
 
 from pyrula.agents import AgentContext, LLMRate, agent
 from pyrula.errors import RunAttemptEnded
-from pyrula.runtime.calls import CallFrame, current_attempt, current_call
+from pyrula.runtime.calls import CallFrame, current_run, in_call, replays
 from pyrula.runtime.ratelimit import Slot, estimate_tokens
 from tests.runtime.helpers import (
     ask,
@@ -377,22 +377,18 @@ RATE = LLMRate(requests_per_minute=1000, key="test-ratelimit-run")
 
 @agent(name="ratelimit_replays")
 async def limited(ctx: AgentContext) -> str:
-    attempt = current_attempt.get()
-    assert attempt is not None
+    assert current_run().in_run
     client = async_openai(UPSTREAM)
     frame = CallFrame()
-    token = current_call.set(frame)
-    try:
-        replays = attempt.session.replays(frame)
-        SEEN.append(replays)
-        if replays:
+    with in_call(frame):
+        replayed = replays(frame)
+        SEEN.append(replayed)
+        if replayed:
             reply = await ask(client, "one")
         else:
             async with RATE.slot("openai", 50) as slot:
                 reply = await ask(client, "one")
                 slot.settle(11)
-    finally:
-        current_call.reset(token)
     await ctx.interrupt("again?")
     return reply
 
@@ -417,13 +413,13 @@ THREAD_RATE = LLMRate(requests_per_minute=1000, key="test-ratelimit-thread")
 
 @agent(name="ratelimit_thread")
 async def limited_on_thread(ctx: AgentContext) -> str:
-    attempt = current_attempt.get()
-    assert attempt is not None and attempt.loop is asyncio.get_running_loop()
+    run = current_run()
+    assert run.in_run and run.loop is asyncio.get_running_loop()
     client = sync_openai(UPSTREAM)
 
     def call() -> str:
-        run = current_attempt.get()
-        assert run is not None
+        run = current_run()
+        assert run.in_run
         with THREAD_RATE.blocking_slot("openai", 50, run.loop):
             reply = client.chat.completions.create(
                 model="m", messages=[{"role": "user", "content": "thread"}]

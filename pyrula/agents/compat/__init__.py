@@ -6,7 +6,7 @@ import importlib
 from typing import Any
 
 from pyrula.agents.compat import openai as _openai
-from pyrula.agents.compat._registry import journaled
+from pyrula.agents.compat._registry import converter_home, journaled
 from pyrula.agents.compat.anthropic import (
     Anthropic,
     AnthropicBedrock,
@@ -21,6 +21,10 @@ from pyrula.agents.compat.openai import (
     AzureOpenAI,
     OpenAI,
 )
+
+# boto3 and google-genai clients are journaled by their own drop-ins, imported on first use.
+converter_home("botocore.client", "pyrula.agents.compat.bedrock")
+converter_home("google.genai", "pyrula.agents.compat.genai")
 
 __all__ = [
     "Anthropic",

@@ -3,49 +3,14 @@ outcome (errors included) is what is journaled there and raised again on replay.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
-from collections.abc import Awaitable, Callable, Iterator
-from typing import Any, Protocol, TypeVar
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from pyrula.agents.compat._rate_slots import RateCall, blocking_rate_slot, rate_slot
-from pyrula.errors import RecordRefused
-from pyrula.runtime.calls import CallFrame, ReplayedFailure, current_attempt, current_call
+from pyrula.runtime.calls import Outcomes, call_frame
 
 T = TypeVar("T")
-
-
-class Outcomes(Protocol):
-    """How one SDK reports a call's outcome: what a journaled failure replays as, and which
-    exceptions mean the request had left (so the failure is the call's outcome)."""
-
-    def rebuilt(self, replayed: ReplayedFailure) -> BaseException: ...
-
-    def sent_failure(self, exc: BaseException) -> dict[str, str] | None: ...
-
-
-@contextlib.contextmanager
-def call_frame(outcomes: Outcomes, frame: CallFrame | None = None) -> Iterator[CallFrame]:
-    """One journaled SDK call: its retries share a position, and an error it ends in is
-    journaled, then raised again on replay without sending anything. Pass `frame` to enter the
-    same call again (a stream whose requests go out as it is iterated)."""
-    frame = frame if frame is not None else CallFrame()
-    token = current_call.set(frame)
-    try:
-        yield frame
-    except ReplayedFailure as replayed:
-        raise outcomes.rebuilt(replayed) from None
-    except RecordRefused as refused:
-        raise refused.error from None
-    except BaseException as exc:
-        # The SDK gave up: journal a provider error, or a transport failure after the request
-        # went out; a failure before sending (a rejected argument, no connection) is not.
-        attempt = current_attempt.get()
-        if attempt is not None:
-            attempt.session.end_call(frame, outcomes.sent_failure(exc))
-        raise
-    finally:
-        current_call.reset(token)
 
 
 def framed(

@@ -9,16 +9,15 @@ with a warning.
 from __future__ import annotations
 
 import functools
-import inspect
 import sys
 import warnings
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pyrula.agents.compat._surfaces import SurfaceTable, Verdict
 from pyrula.errors import UnjournaledSurface
-from pyrula.runtime.calls import current_attempt, current_scope, journal_bypass, runs_bound
+from pyrula.runtime.calls import current_run, passed_through, runs_bound
 
 T = TypeVar("T")
 
@@ -69,25 +68,6 @@ def _warn_unjournaled(client: Any) -> None:
 # -- the surface table, applied to one call ----------------------------------------------------
 
 
-async def bypassing(awaitable: Awaitable[T]) -> T:
-    token = journal_bypass.set(True)
-    try:
-        return await awaitable
-    finally:
-        journal_bypass.reset(token)
-
-
-def passed_through(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    token = journal_bypass.set(True)
-    try:
-        result = fn(*args, **kwargs)
-    finally:
-        journal_bypass.reset(token)
-    if inspect.iscoroutine(result):
-        return bypassing(result)
-    return result
-
-
 @dataclass(frozen=True)
 class CallRoute:
     """What differs between drop-ins when `guarded_call` routes one call through a table."""
@@ -117,17 +97,17 @@ def guarded_call(
 
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        attempt = current_attempt.get()
-        if attempt is None:
+        run = current_run()
+        if not run.in_run:
             _warn_unjournaled(client)
             if journaled and getattr(client, "_pyrula_rate", None) is not None:
                 return route.journaled(fn, args, kwargs, client, path)
             return fn(*args, **kwargs)
         if journaled:
             if blocking:
-                attempt.refuse_loop_thread()  # before anything is sent, in a step or tool too
+                run.refuse_loop_thread()  # before anything is sent, in a step or tool too
             kwargs = route.prepare(path, kwargs)
-        if current_scope.get().within != "run":
+        if run.scope.within != "run":
             # In a step or tool the unit's result is durable: generation calls are metered by
             # the transport, everything else passes through.
             if journaled:

@@ -8,9 +8,15 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from pyrula.runtime.calls import CallFrame, current_attempt
-from pyrula.runtime.media import billable_request_bytes
-from pyrula.runtime.ratelimit import LLMRate, Slot, estimate_tokens
+from pyrula.runtime.calls import (
+    CallFrame,
+    LLMRate,
+    Slot,
+    billable_request_bytes,
+    current_run,
+    estimate_tokens,
+    replays,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,26 +67,19 @@ def _total_tokens(usage: Any) -> int | None:
     return sum(found) if found else None
 
 
-def _replays(frame: CallFrame) -> bool:
-    attempt = current_attempt.get()
-    return attempt is not None and attempt.session.replays(frame)
-
-
 @contextlib.contextmanager
 def blocking_rate_slot(rate: RateCall | None, frame: CallFrame) -> Iterator[Slot | None]:
-    if rate is None or _replays(frame):
+    if rate is None or replays(frame):
         yield None
         return
-    attempt = current_attempt.get()
     # Waits through the run's loop; with no run bound it runs unlimited (and warns once).
-    loop = attempt.loop if attempt is not None else None
-    with rate.rate.blocking_slot(rate.key, rate.estimate, loop) as slot:
+    with rate.rate.blocking_slot(rate.key, rate.estimate, current_run().loop) as slot:
         yield slot
 
 
 @contextlib.asynccontextmanager
 async def rate_slot(rate: RateCall | None, frame: CallFrame) -> AsyncIterator[Slot | None]:
-    if rate is None or _replays(frame):
+    if rate is None or replays(frame):
         yield None
         return
     async with rate.rate.slot(rate.key, rate.estimate) as slot:

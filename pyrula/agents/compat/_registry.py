@@ -3,6 +3,8 @@ with the drop-in registered for its SDK."""
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pyrula.agents.compat._http import journal_http_client
@@ -12,13 +14,21 @@ from pyrula.agents.compat._stainless import (
     guard_assigned_resources,
     resource_names,
 )
-from pyrula.runtime.ratelimit import LLMRate
+from pyrula.runtime.calls import LLMRate
 
 T = TypeVar("T")
 
 
+# Converts a built client in place and returns it: `convert(client, rate_limit=...)`.
+Converter = Callable[..., Any]
+
 _PROVIDERS: list[Provider] = []
 _subclasses: dict[type, type] = {}
+# Clients the Stainless drop-ins do not subclass (boto3's, google-genai's) are converted by the
+# drop-in registered for the SDK module their class comes from; `_HOMES` names the drop-in
+# module that registers it, imported when `journaled()` first meets such a client.
+_CONVERTERS: dict[str, Converter] = {}
+_HOMES: dict[str, str] = {}
 
 
 def register(provider: Provider, drop_ins: list[tuple[type, type]]) -> None:
@@ -26,6 +36,27 @@ def register(provider: Provider, drop_ins: list[tuple[type, type]]) -> None:
     provider.drop_ins[:0] = drop_ins
     if provider not in _PROVIDERS:
         _PROVIDERS.append(provider)
+
+
+def register_converter(sdk_module: str, convert: Converter) -> None:
+    """Declare that `convert` journals a built client whose class comes from `sdk_module`."""
+    _CONVERTERS[sdk_module] = convert
+
+
+def converter_home(sdk_module: str, drop_in_module: str) -> None:
+    """Declare which drop-in module registers the converter for `sdk_module`'s clients (imported
+    on first use: its SDK is an optional extra)."""
+    _HOMES[sdk_module] = drop_in_module
+
+
+def _converter_for(cls: type) -> Converter | None:
+    modules = [k.__module__ for k in cls.__mro__]
+    for sdk_module, home in _HOMES.items():
+        if any(m == sdk_module or m.startswith(f"{sdk_module}.") for m in modules):
+            if sdk_module not in _CONVERTERS:
+                importlib.import_module(home)
+            return _CONVERTERS[sdk_module]
+    return None
 
 
 def _drop_in_for(cls: type) -> tuple[Provider, type]:
@@ -71,15 +102,9 @@ def journaled(client: T, *, rate_limit: LLMRate | None = None) -> T:
     it: from now on its calls journal inside a run (each live one in a `rate_limit` slot).
     A boto3 `bedrock-runtime` client is journaled in place through botocore's hooks, and a
     `google.genai.Client` as `pyrula.agents.compat.genai.journaled` does."""
-    modules = [k.__module__ for k in type(client).__mro__]
-    if "botocore.client" in modules:
-        from pyrula.agents.compat.bedrock import journaled_bedrock
-
-        return journaled_bedrock(client, rate_limit=rate_limit)
-    if any(m.startswith("google.genai") for m in modules):
-        from pyrula.agents.compat import genai
-
-        return genai.journaled(client, rate_limit=rate_limit)
+    convert = _converter_for(type(client))
+    if convert is not None:
+        return convert(client, rate_limit=rate_limit)  # type: ignore[no-any-return]
     if _patched_by_instructor(client):
         orders = "; ".join(p.instructor_order for p in _PROVIDERS)
         raise TypeError(

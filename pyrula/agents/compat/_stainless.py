@@ -18,19 +18,17 @@ import httpx
 import httpx2
 
 from pyrula.agents.compat._frames import framed
-from pyrula.agents.compat._guard import (
-    CallRoute,
-    Guard,
-    bypassing,
-    no_refusal,
-    passed_through,
-    unchanged,
-)
+from pyrula.agents.compat._guard import CallRoute, Guard, no_refusal, unchanged
 from pyrula.agents.compat._http import journal_http_client
 from pyrula.agents.compat._rate_slots import RateCall
 from pyrula.agents.compat._surfaces import SurfaceTable
-from pyrula.runtime.calls import ERROR_HEADERS, ReplayedFailure
-from pyrula.runtime.ratelimit import LLMRate
+from pyrula.runtime.calls import (
+    ERROR_HEADERS,
+    LLMRate,
+    ReplayedFailure,
+    bypassing,
+    passed_through,
+)
 
 C = TypeVar("C", bound=type)
 

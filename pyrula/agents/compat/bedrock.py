@@ -31,16 +31,12 @@ from botocore.client import BaseClient
 from pyrula.agents.compat._frames import framed
 from pyrula.agents.compat._guard import CallRoute, guarded_call
 from pyrula.agents.compat._rate_slots import RateCall
+from pyrula.agents.compat._registry import register_converter
 from pyrula.agents.compat._surfaces import Surface, SurfaceTable, Verdict
 from pyrula.errors import ProviderStreamTruncated
 from pyrula.fingerprints import Canonical
-from pyrula.runtime.calls import (
-    ReplayedFailure,
-    current_attempt,
-    current_call,
-)
-from pyrula.runtime.ratelimit import BEDROCK as BEDROCK_KEY
-from pyrula.runtime.ratelimit import LLMRate
+from pyrula.runtime.calls import BEDROCK as BEDROCK_KEY
+from pyrula.runtime.calls import LLMRate, ReplayedFailure, current_run
 from pyrula.transport.core import JournalCore, Live, Recording, Replay
 
 __all__ = ["TABLE", "journaled_bedrock"]
@@ -196,7 +192,7 @@ def _calling() -> Iterator[None]:
 
 
 class _Outcomes:
-    """botocore's outcomes of one journaled operation (see `_frames.Outcomes`)."""
+    """botocore's outcomes of one journaled operation (see `pyrula.runtime.calls.Outcomes`)."""
 
     __slots__ = ("_client", "_operation")
 
@@ -257,17 +253,12 @@ class _JournalHook:
         self._client = client
 
     def __call__(self, request: Any, **kwargs: Any) -> AWSResponse | None:
-        attempt = current_attempt.get()
-        if attempt is None or not _in_call.get():
+        session = current_run().session
+        if session is None or not _in_call.get():
             return None
         headers = {str(k).lower(): _text(v) for k, v in request.headers.items()}
         plan, canonical = JournalCore.plan(
-            attempt.session,
-            request.method,
-            request.url,
-            headers,
-            _body(request.body),
-            blocking=True,
+            session, request.method, request.url, headers, _body(request.body), blocking=True
         )
         if isinstance(plan, Replay):
             return AWSResponse(request.url, plan.status, plan.headers, _ReplayedBody(plan.frames))
@@ -300,7 +291,7 @@ def _teed(
 ) -> AWSResponse:
     if plan.on_complete is None:
         return response
-    if response.status_code >= 300 and current_call.get() is not None:
+    if response.status_code >= 300 and current_run().call is not None:
         # A service error botocore may still retry: only the one it gives up on is journaled,
         # as the call's outcome (`_ended`).
         return response
@@ -382,3 +373,6 @@ class _ReplayedBody:
 
     def release_conn(self) -> None:
         return None
+
+
+register_converter("botocore.client", journaled_bedrock)

@@ -23,17 +23,19 @@ import httpx2
 from google.genai import _common
 from google.genai import errors as _errors
 
-from pyrula.agents.compat._frames import call_frame
 from pyrula.agents.compat._genai_surfaces import GENAI, GENERATION, tools_refusal
 from pyrula.agents.compat._guard import CallRoute, Guard, guarded_call
 from pyrula.agents.compat._http import journal_http_client
 from pyrula.agents.compat._rate_slots import RateCall, blocking_rate_slot, rate_slot
+from pyrula.agents.compat._registry import register_converter
 from pyrula.runtime.calls import (
     ERROR_HEADERS,
+    GEMINI,
     CallFrame,
+    LLMRate,
     ReplayedFailure,
+    call_frame,
 )
-from pyrula.runtime.ratelimit import GEMINI, LLMRate
 
 __all__ = ["Client", "journaled"]
 
@@ -395,3 +397,6 @@ def journaled(client: T, *, rate_limit: LLMRate | None = None) -> T:
     client._pyrula_rate = rate_limit  # type: ignore[attr-defined]
     _install_transports(client)
     return client
+
+
+register_converter("google.genai", journaled)

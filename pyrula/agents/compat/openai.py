@@ -14,7 +14,7 @@ import openai
 from pyrula.agents.compat._openai_surfaces import OPENAI
 from pyrula.agents.compat._registry import journaled, register
 from pyrula.agents.compat._stainless import Provider, drop_in
-from pyrula.runtime.calls import current_attempt
+from pyrula.runtime.calls import current_run
 
 __all__ = [
     "AsyncAzureOpenAI",
@@ -30,8 +30,7 @@ _STREAMED_CHAT = ("chat.completions.create", "chat.completions.stream")
 def _with_usage(path: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """Inside an `@agent`, a streamed chat call asks for the usage chunk, so the meter sees it
     (the transport then journals the stream once that chunk has arrived)."""
-    attempt = current_attempt.get()
-    if attempt is None or not attempt.is_agent or path not in _STREAMED_CHAT:
+    if not current_run().is_agent or path not in _STREAMED_CHAT:
         return kwargs
     if path.endswith(".create") and kwargs.get("stream") is not True:
         return kwargs

@@ -7,10 +7,7 @@ import tempfile
 from typing import Any
 
 from pyrula.journal.store import Store, open_store
-from pyrula.runtime.client import submit
-from pyrula.runtime.registry import Definition
-from pyrula.runtime.runstore import Event
-from pyrula.runtime.worker import Worker
+from pyrula.runtime import Definition, Event, Worker, submit
 
 
 class AgentRunner:
