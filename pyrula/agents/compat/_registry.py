@@ -49,6 +49,25 @@ def converter_home(sdk_module: str, drop_in_module: str) -> None:
     _HOMES[sdk_module] = drop_in_module
 
 
+# SDK package -> the drop-in module that registers its provider, imported on first use.
+_PROVIDER_HOMES: dict[str, str] = {}
+
+
+def provider_home(sdk_package: str, drop_in_module: str) -> None:
+    """Declare which drop-in module registers the provider of `sdk_package`'s clients; it is
+    imported when `journaled()` first meets such a client (so importing one drop-in never
+    imports another SDK)."""
+    _PROVIDER_HOMES[sdk_package] = drop_in_module
+
+
+def _import_provider_for(cls: type) -> None:
+    for klass in cls.__mro__:
+        home = _PROVIDER_HOMES.get(klass.__module__.split(".")[0])
+        if home is not None:
+            importlib.import_module(home)
+            return
+
+
 def _converter_for(cls: type) -> Converter | None:
     modules = [k.__module__ for k in cls.__mro__]
     for sdk_module, home in _HOMES.items():
@@ -60,6 +79,7 @@ def _converter_for(cls: type) -> Converter | None:
 
 
 def _drop_in_for(cls: type) -> tuple[Provider, type]:
+    _import_provider_for(cls)
     for provider in _PROVIDERS:
         for sdk_cls, drop_in_cls in provider.drop_ins:
             if cls is sdk_cls:

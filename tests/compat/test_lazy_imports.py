@@ -1,0 +1,42 @@
+"""Importing one drop-in imports one SDK; a missing SDK names the extra that brings it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+
+
+def test_the_openai_drop_in_does_not_import_anthropic():
+    done = _python(
+        "import sys, pyrula.agents.compat.openai\n"
+        "from pyrula.agents.compat import AsyncOpenAI\n"
+        "print(sorted(m for m in ('anthropic', 'google.genai', 'boto3') if m in sys.modules))"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+def test_journaled_finds_the_drop_in_of_a_client_it_was_not_imported_for():
+    done = _python(
+        "import anthropic\n"
+        "from pyrula.agents.compat import journaled\n"
+        "client = journaled(anthropic.Anthropic(api_key='sk-ant-unused'))\n"
+        "print(type(client).__module__)"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "pyrula.agents.compat.anthropic"
+
+
+def test_a_missing_sdk_names_the_extra_to_install():
+    done = _python(
+        "import sys\n"
+        "sys.modules['botocore'] = None  # as if boto3 were not installed\n"
+        "from pyrula.agents.compat import bedrock\n"
+    )
+    assert done.returncode == 1
+    assert 'pip install "pyrula[agents,bedrock]"' in done.stderr
+    assert "botocore" in done.stderr
