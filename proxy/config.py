@@ -60,7 +60,7 @@ class Limits:
 class ProxyConfig:
     """Everything `pyrula proxy` takes. Unsafe or contradictory settings raise `ConfigError`."""
 
-    store: Path
+    store: Path | str  # a str is turned into a Path
     mode: Mode = "replay"
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -73,6 +73,7 @@ class ProxyConfig:
     limits: Limits = field(default_factory=Limits)
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "store", Path(self.store))
         if self.mode not in MODES:
             raise ConfigError(f"unknown mode {self.mode!r}; use one of {', '.join(MODES)}")
         if not valid_cassette(self.cassette):

@@ -12,6 +12,7 @@ import hmac
 import itertools
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import anyio
 import anyio.to_thread
@@ -178,7 +179,9 @@ class Handler:
                     "status": "ok",
                     "mode": self._config.mode,
                     "cassette": self._config.cassette,
-                    "store": str(self._config.store.resolve()) if self._config.journaled else None,
+                    "store": (
+                        str(Path(self._config.store).resolve()) if self._config.journaled else None
+                    ),
                     "routes": dict(self._routes.describe()),
                     "draining": self._draining(),
                 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 
 from .config import MODE_HELP, ProxyConfig
 from .routes import RouteTable
@@ -58,7 +59,11 @@ def banner(config: ProxyConfig, url: str, routes: RouteTable) -> str:
     lines = [
         f"pyrula proxy listening on {url}",
         f"  mode      {config.mode}: {MODE_HELP[config.mode]}",
-        f"  store     {config.store.resolve()}" if config.journaled else "  store     (not used)",
+        (
+            f"  store     {Path(config.store).resolve()}"
+            if config.journaled
+            else "  store     (not used)"
+        ),
     ]
     if config.journaled:
         lines.append(f"  cassette  {config.cassette} (per request: x-pyrula-cassette header)")

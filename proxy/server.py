@@ -117,7 +117,7 @@ class ProxyServer:
     def _open_store(self) -> Store | None:
         if not self.config.journaled:
             return None
-        path: Path = self.config.store
+        path = Path(self.config.store)
         if self.config.offline and not (path / "data.mdb").exists():
             raise ConfigError(
                 f"no store at {path}: replay mode only reads recordings; record some first "

@@ -20,7 +20,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, cast, get_args
 
 from pyrula import netguard
-from pyrula.errors import PyrulaError, ReplayMiss
+from pyrula.errors import PyrulaError, ReplayMiss, StoreNotFound
 from pyrula.fingerprints import Canonical, RequestParts, nearest
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.recorder import Reply, record_exchange
@@ -100,8 +100,23 @@ class Cassette:
     def store(self) -> Store:
         if self._store is None:
             arg = self._store_arg
-            self._store = arg if isinstance(arg, Store) else open_store(arg)
+            if isinstance(arg, Store):
+                self._store = arg
+            else:
+                self._store = self._open(arg)
         return self._store
+
+    def _open(self, path: str | os.PathLike[str] | None) -> Store:
+        """Replay-only mode needs recordings: a missing store is a mistyped path, not a new one."""
+        try:
+            return open_store(path, create=self.mode != "none")
+        except StoreNotFound as exc:
+            raise StoreNotFound(
+                exc.path,
+                f"cassette {self.name!r} replays only (mode 'none'); record first "
+                "(mode='once', pytest: --pyrula-record-mode=once) or fix the store path "
+                "(store=, --pyrula-store, PYRULA_STORE)",
+            ) from None
 
     @property
     def exchanges(self) -> Exchanges:

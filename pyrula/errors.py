@@ -11,6 +11,30 @@ class StoreError(PyrulaError):
     """The journal store could not be opened or used."""
 
 
+class StoreNotFound(StoreError):
+    """No store where one was expected: nothing would be recorded there, so none is created.
+
+    A mistyped path must not silently become an empty store that every replay then misses."""
+
+    def __init__(self, path: object, fix: str) -> None:
+        self.path = path
+        super().__init__(f"no Pyrula store at {path}; {fix}")
+
+
+class StoreFull(StoreError):
+    """The disk under the store has no room for the next commit. Nothing was half-written:
+    the transaction was rolled back. Free space, then resume (a run is left to be resumed)."""
+
+    def __init__(self, path: object, free_bytes: int | None, cause: object) -> None:
+        self.path = path
+        self.free_bytes = free_bytes
+        free = f"{free_bytes:,} bytes free" if free_bytes is not None else "free space unknown"
+        super().__init__(
+            f"the store at {path} could not commit ({cause}; {free} on its disk); "
+            "free some space and try again"
+        )
+
+
 class NotAStore(StoreError):
     """The folder exists but holds something other than a Pyrula store."""
 

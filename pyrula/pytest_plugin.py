@@ -21,6 +21,7 @@ from typing import Any, cast
 import pytest
 
 from pyrula.cassette import MODES, Cassette, Mode, namespace_prefix
+from pyrula.errors import StoreNotFound
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.store import Store, open_store
 
@@ -43,8 +44,24 @@ class _PluginState:
 
     @property
     def store(self) -> Store:
+        """The store, which must exist in replay-only mode (a mistyped path is an error)."""
+        return self.open_store(create=self.mode != "none")
+
+    @property
+    def opened(self) -> Store | None:
+        """The store if a cassette opened it (a replay-only run may have found none)."""
+        return self._store
+
+    def open_store(self, *, create: bool) -> Store:
         if self._store is None:
-            self._store = open_store(self.store_path)
+            try:
+                self._store = open_store(self.store_path, create=create)
+            except StoreNotFound as exc:
+                raise StoreNotFound(
+                    exc.path,
+                    "this run replays only; record with --pyrula-record-mode=once, or fix "
+                    "--pyrula-store / the pyrula_store ini option / PYRULA_STORE",
+                ) from None
         return self._store
 
 
@@ -84,7 +101,8 @@ def _cassette_for(item: pytest.Item, state: _PluginState) -> Cassette:
     kwargs: dict[str, Any] = dict(marker.kwargs) if marker else {}
     name = kwargs.get("name") or (marker.args[0] if marker and marker.args else None) or item.nodeid
     mode = kwargs.get("mode") or state.mode
-    return Cassette(name, mode, store=state.store, allow_hosts=kwargs.get("allow_hosts", ()))
+    store = state.open_store(create=mode != "none")
+    return Cassette(name, mode, store=store, allow_hosts=kwargs.get("allow_hosts", ()))
 
 
 @pytest.fixture
@@ -120,9 +138,9 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state: _PluginState | None = config.stash.get(_STATE, None)
-    if state is None or not state.cassettes:
+    if state is None or not state.cassettes or state.opened is None:
         return
-    exchanges = Exchanges(state.store)
+    exchanges = Exchanges(state.opened)
     unused: list[tuple[bytes, str]] = []
     stale: list[tuple[str, float]] = []
     now = time.time()

@@ -143,6 +143,7 @@ def test_decorator_form_on_sync_and_async_functions(store_path):
 
 @pytest.mark.parametrize("lib", [httpx, httpx2])
 def test_replay_only_blocks_unjournaled_http_and_sockets(store_path, lib):
+    Store(store_path).close()  # an existing, empty store
     with pyrula.cassette("guard", mode="none", store=store_path):
         with pytest.raises(pyrula.NetworkBlocked, match="replay-only"):
             lib.get("http://127.0.0.1:9/never")

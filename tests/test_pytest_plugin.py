@@ -93,3 +93,11 @@ def test_xdist_workers_share_one_store(pytester, suite):
     suite()
     pytester.runpytest_subprocess("-n", "2", "--pyrula-record-mode=once").assert_outcomes(passed=3)
     pytester.runpytest_subprocess("-n", "2").assert_outcomes(passed=3)
+
+
+def test_a_replay_only_run_with_a_mistyped_store_names_the_path(pytester, suite):
+    suite()
+    result = pytester.runpytest("--pyrula-store=no-such-store")
+    result.assert_outcomes(passed=1, errors=1, failed=1)
+    result.stdout.fnmatch_lines(["*no Pyrula store at *no-such-store*--pyrula-record-mode=once*"])
+    assert not (pytester.path / "no-such-store").exists()

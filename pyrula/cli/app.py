@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from importlib import metadata
+from typing import Annotated
+
 import typer
 
 from pyrula.cli.demo import demo
@@ -15,6 +18,24 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
 )
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"pyrula {metadata.version('pyrula')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Record, replay and inspect model calls journaled by Pyrula."""
+
+
 app.add_typer(journal_app, name="journal")
 app.add_typer(runs_app, name="runs")
 app.command("worker")(worker)

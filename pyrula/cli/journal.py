@@ -302,15 +302,26 @@ def prune(
     surface: SurfaceOption = None,
     dry_run: Annotated[bool, typer.Option("--dry-run", help="List, delete nothing.")] = False,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")] = False,
+    everything: Annotated[
+        bool, typer.Option("--all", help="With no filter: really delete every exchange.")
+    ] = False,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Delete matching exchanges, then the request blobs no exchange uses any more.
 
-    Asks first unless --yes (or --json) is given.
+    Asks first unless --yes (or --json) is given; with neither a filter nor a question asked,
+    deleting the whole store also needs --all.
 
     Example: pyrula journal prune --older-than 30
     """
+    with _reported(as_json):
+        unfiltered = prefix is None and surface is None and older_than is None
+        if unfiltered and (yes or as_json) and not (everything or dry_run):
+            raise JournalCommandError(
+                "no filter given, so this would delete every recorded exchange in the store; "
+                "pass --all to mean that, or filter with PREFIX, --surface or --older-than"
+            )
     with _reported(as_json), opened(store) as journal_store:
         exchanges = Exchanges(journal_store)
         entries = _sorted(select(exchanges, Selection(prefix, surface, older_than)))

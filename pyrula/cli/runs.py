@@ -133,6 +133,24 @@ def _said(as_json: bool, data: dict[str, Any], text: str) -> None:
         console().print(text)
 
 
+def _import_or_exit(module: str) -> None:
+    """Import a module of workflows; a failure is one line naming the module, not a traceback."""
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # whatever the user's module raised while importing
+        where = ""
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is not None and not isinstance(exc, ModuleNotFoundError):
+            where = f" ({tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})"
+        typer.echo(
+            f"pyrula worker: cannot import {module!r}: {type(exc).__name__}: {exc}{where}",
+            err=True,
+        )
+        raise typer.Exit(2) from None
+
+
 def worker(
     imports: Annotated[
         list[str],
@@ -142,12 +160,17 @@ def worker(
     lease_seconds: Annotated[float, typer.Option(help="Lease length; heartbeats renew it.")] = 15,
     until_idle: Annotated[bool, typer.Option(help="Exit once no run is left to do.")] = False,
     concurrency: Annotated[int, typer.Option(help="Runs executed at once.")] = 8,
+    create: Annotated[
+        bool, typer.Option("--create", help="Create the store if it does not exist yet.")
+    ] = False,
 ) -> None:
     """Claim queued runs from the store and execute them, until stopped (Ctrl-C)."""
     sys.path.insert(0, ".")
     for module in imports:
-        importlib.import_module(module)
-    runner = Worker(Store(store), lease_seconds=lease_seconds, concurrency=concurrency)
+        _import_or_exit(module)
+    with _reported(False):
+        opened = Store(store, create=create)
+    runner = Worker(opened, lease_seconds=lease_seconds, concurrency=concurrency)
     console(stderr=True).print(
         f"pyrula worker {runner.worker_id} on {runner.store.path} "
         f"(lease {lease_seconds:g}s, {concurrency} at once)"

@@ -8,12 +8,21 @@ import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
 import lmdb
 
-from pyrula.errors import NotAStore, PayloadTooLarge, StoreCorrupt, StoreError, StoreFormatError
+from pyrula.errors import (
+    NotAStore,
+    PayloadTooLarge,
+    StoreCorrupt,
+    StoreError,
+    StoreFormatError,
+    StoreFull,
+    StoreNotFound,
+)
 
 # The store's own format: bump on any change to how records are laid out.
 STORE_FORMAT = 1
@@ -128,7 +137,7 @@ class Store:
         data = self.path / "data.mdb"
         if not self.path.exists():
             if not create:
-                raise StoreError(f"no store at {self.path}; record something first or pass --store")
+                raise StoreNotFound(self.path, _MISSING_FIX)
             return True
         if not self.path.is_dir():
             raise NotAStore(
@@ -141,7 +150,7 @@ class Store:
                     "choose an empty or new folder"
                 )
             if not create:
-                raise StoreError(f"no store at {self.path}; record something first or pass --store")
+                raise StoreNotFound(self.path, _MISSING_FIX)
             return True
         self._probe(data)
         return False
@@ -170,7 +179,7 @@ class Store:
             raise StoreCorrupt(f"{data} is damaged: {exc}") from exc
         finally:
             env.close()
-        if magic != _MAGIC or version is None:
+        if magic != _MAGIC or version is None or not version.isdigit():
             raise NotAStore(f"{self.path} holds an LMDB database that Pyrula did not write")
         found = int(version)
         if found > STORE_FORMAT:
@@ -202,14 +211,32 @@ class Store:
             except lmdb.MapResizedError:
                 # Another process grew the map: adopt its size and try again.
                 self.env.set_mapsize(0)
+            except lmdb.Error as exc:
+                raise self._failure(exc) from exc
 
-    def read(self) -> lmdb.Transaction:
-        """A read transaction; use it as a context manager."""
+    @contextmanager
+    def read(self) -> Iterator[lmdb.Transaction]:
+        """A read transaction, as a context manager; damage found while reading raises
+        `StoreCorrupt` naming the store, never a bare `lmdb` error."""
         try:
-            return self.env.begin(write=False)
+            txn = self.env.begin(write=False)
         except lmdb.MapResizedError:
             self.env.set_mapsize(0)
-            return self.env.begin(write=False)
+            txn = self.env.begin(write=False)
+        try:
+            with txn:
+                yield txn
+        except lmdb.Error as exc:
+            raise self._failure(exc) from exc
+
+    def _failure(self, exc: lmdb.Error) -> StoreError:
+        """The typed error for an LMDB failure: a full disk, or damage."""
+        if isinstance(exc, lmdb.DiskError) or _disk_is_full(exc):
+            return StoreFull(self.path, _free_bytes(self.path), exc)
+        return StoreCorrupt(
+            f"{self.path} is damaged ({exc}); restore it from a copy, or export what still "
+            "reads with `pyrula journal export` into a new store"
+        )
 
     def _grow(self) -> None:
         with self._shared.lock:
@@ -264,6 +291,25 @@ class Store:
                 yield bytes(key), bytes(value)
 
 
+_MISSING_FIX = (
+    "check the path (--store, PYRULA_STORE), or record into it first; "
+    "nothing is created where nothing would be recorded"
+)
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def _disk_is_full(exc: lmdb.Error) -> bool:
+    """LMDB reports a failed write as EIO or ENOSPC in its message, not as a class."""
+    text = str(exc)
+    return any(os.strerror(code) in text for code in (errno.ENOSPC, errno.EIO, errno.EDQUOT))
+
+
 def _initialise(env: lmdb.Environment) -> None:
     meta = env.open_db(b"meta", create=True)
     with env.begin(write=True, db=meta) as txn:
@@ -292,13 +338,15 @@ _registry_lock = threading.Lock()
 _open_stores: dict[str, Store] = {}
 
 
-def open_store(path: str | os.PathLike[str] | None = None) -> Store:
-    """The process-wide `Store` for a folder, opened on first use and kept open."""
+def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Store:
+    """The process-wide `Store` for a folder, opened on first use and kept open.
+
+    With `create=False` a missing store raises `StoreNotFound` instead of being made empty."""
     resolved = str((Path(path) if path is not None else default_path()).resolve())
     with _registry_lock:
         store = _open_stores.get(resolved)
     if store is None or store._shared.refs == 0:
-        store = Store(resolved)
+        store = Store(resolved, create=create)
         with _registry_lock:
             _open_stores[resolved] = store
     return store

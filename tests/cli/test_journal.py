@@ -378,6 +378,19 @@ def test_prune_asks_and_deletes_on_yes(journal: Invoke, store: Path) -> None:
     assert ls(journal, store) == []
 
 
+def test_prune_without_a_filter_or_a_question_needs_all(journal: Invoke, store: Path) -> None:
+    refused_json = journal("prune", "--json", "--store", str(store))
+    refused_yes = journal("prune", "--yes", "--store", str(store))
+
+    assert refused_json.exit_code == 1 and "--all" in json.loads(refused_json.stderr)["message"]
+    assert refused_yes.exit_code == 1 and "pass --all" in refused_yes.stderr
+    assert len(ls(journal, store)) == 4
+
+    emptied = journal("prune", "--json", "--all", "--store", str(store))
+    assert json.loads(emptied.stdout)["deleted"] == 4
+    assert ls(journal, store) == []
+
+
 def test_prune_older_than_spares_fresh_recordings(journal: Invoke, store: Path) -> None:
     result = journal("prune", "--older-than", "1", "--json", "--store", str(store))
 
@@ -415,7 +428,7 @@ def test_stats_counts_per_cassette_and_surface(journal: Invoke, store: Path) -> 
         ["show", "abc"],
         ["diff", "abc", "def"],
         ["export"],
-        ["prune", "--yes"],
+        ["prune", "--yes", "--all"],
         ["stats"],
     ],
 )
@@ -427,9 +440,8 @@ def test_a_missing_store_is_one_clear_line_and_exit_1(
     result = journal(*command, "--store", str(missing))
 
     assert result.exit_code == 1
-    assert (
-        result.stderr == f"error: no store at {missing}; record something first or pass --store\n"
-    )
+    assert result.stderr.startswith(f"error: no Pyrula store at {missing}; check the path")
+    assert result.stderr.count("\n") == 1
     assert not missing.exists()  # looking did not create it
 
 
@@ -438,8 +450,8 @@ def test_errors_are_json_with_json(journal: Invoke, tmp_path: Path) -> None:
 
     assert result.exit_code == 1
     error = json.loads(result.stderr)
-    assert error["error"] == "StoreError"
-    assert "no store at" in error["message"]
+    assert error["error"] == "StoreNotFound"
+    assert "no Pyrula store at" in error["message"]
 
 
 def test_a_corrupt_store_is_reported_not_raised(journal: Invoke, tmp_path: Path) -> None:

@@ -154,3 +154,10 @@ def test_a_public_address_without_a_token_is_refused_with_the_fix(tmp_path):
     )
     assert result.returncode == 1
     assert "token" in result.stderr and "PYRULA_PROXY_TOKEN" in result.stderr
+
+
+def test_proxy_config_takes_a_str_store_path():
+    from pyrula.proxy.config import ProxyConfig
+
+    config = ProxyConfig(store=".pyrula")
+    assert config.store == Path(".pyrula")

@@ -1,1 +1,5 @@
 """Helpers for testing agents and workflows in-process."""
+
+from pyrula.agents.testing.runner import AgentRunner
+
+__all__ = ["AgentRunner"]

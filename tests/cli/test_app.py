@@ -1,0 +1,61 @@
+"""The `pyrula` command itself and `pyrula worker`'s start-up: version, import errors, stores."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from pyrula.cli.app import app
+
+
+def test_version_prints_the_installed_version():
+    result = CliRunner().invoke(app, ["--version"])
+    assert result.exit_code == 0
+    assert result.output.strip() == f"pyrula {metadata.version('pyrula')}"
+
+
+def _worker(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "pyrula.cli.app", "worker", *args, "--until-idle"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=60,
+    )
+
+
+def test_worker_names_a_module_it_cannot_import_in_one_line(tmp_path):
+    done = _worker("--import", "nosuchmodule", "--store", str(tmp_path / "s"), cwd=tmp_path)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert lines == [
+        "pyrula worker: cannot import 'nosuchmodule': ModuleNotFoundError: "
+        "No module named 'nosuchmodule'"
+    ]
+    assert "Traceback" not in done.stderr
+
+
+def test_worker_reports_the_error_raised_inside_a_user_module(tmp_path):
+    (tmp_path / "broken_app.py").write_text("x = 1\nraise RuntimeError('no key set')\n")
+    done = _worker("--import", "broken_app", "--store", str(tmp_path / "s"), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "cannot import 'broken_app': RuntimeError: no key set" in done.stderr
+    assert "broken_app.py:2" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_worker_refuses_a_store_path_that_does_not_exist(tmp_path):
+    (tmp_path / "app.py").write_text("")
+    missing = tmp_path / "typo-store"
+    done = _worker("--import", "app", "--store", str(missing), cwd=tmp_path)
+    assert done.returncode == 1
+    assert f"no Pyrula store at {missing}" in done.stderr
+    assert not missing.exists()
+
+    made = _worker("--import", "app", "--store", str(missing), "--create", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert (missing / "data.mdb").exists()
