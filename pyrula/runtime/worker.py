@@ -161,6 +161,12 @@ class Worker:
                 running -= done
         finally:
             release.cancel()
+        if self._bodies and not self._release_now.is_set():
+            log.warning(
+                "grace period over: releasing %d run(s) still in flight",
+                len(self._bodies),
+                extra=_fields("releasing", in_flight=len(self._bodies)),
+            )
         for run_id, body in list(self._bodies.items()):
             if body.cancel():
                 self._released.add(run_id)
