@@ -47,6 +47,7 @@ def install(*, as_json: bool, quiet: bool) -> logging.Handler:
     return handler
 
 
-def say(event: str, message: str, **fields: Any) -> None:
+def say(event: str, message: str, *, level: int = logging.INFO, **fields: Any) -> None:
     """A line of the worker command itself (started, stopped) in the same stream and shape."""
-    logging.getLogger(LOGGER).info("%s", message, extra={"pyrula": {"event": event, **fields}})
+    extra = {"pyrula": {"event": event, **fields}}
+    logging.getLogger(LOGGER).log(level, "%s", message, extra=extra)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import logging
 import signal
 import sys
 import time
@@ -196,6 +197,14 @@ def worker(
         store=str(runner.store.path),
         workflows=names,
     )
+
+    if not names:
+        say(
+            "no_workflows",
+            "no workflow or agent is imported, so this worker claims no run; pass --import "
+            "with the module that defines them",
+            level=logging.WARNING,
+        )
 
     async def main() -> int:
         loop = asyncio.get_running_loop()

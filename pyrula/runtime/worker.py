@@ -96,11 +96,14 @@ class Worker:
     def stop(self) -> None:
         """Stop claiming and drain; a second call releases the runs in flight at once."""
         if self._stopping:
-            if not self._release_now.is_set():
-                log.warning(
-                    "releasing %d run(s) now", len(self._bodies), extra=_fields("releasing")
-                )
+            # Cancel at once; again on a later call, for a body that swallowed a cancellation.
+            log.warning(
+                "releasing %d run(s) now",
+                len(self._bodies),
+                extra=_fields("releasing", in_flight=len(self._bodies)),
+            )
             self._release_now.set()
+            self._cancel_bodies()
             return
         self._stopping = True
         log.warning(
@@ -167,10 +170,13 @@ class Worker:
                 len(self._bodies),
                 extra=_fields("releasing", in_flight=len(self._bodies)),
             )
+        self._cancel_bodies()
+        return running
+
+    def _cancel_bodies(self) -> None:
         for run_id, body in list(self._bodies.items()):
             if body.cancel():
                 self._released.add(run_id)
-        return running
 
     def _pending(self) -> bool:
         """Runs that another worker holds or that will wake soon still count as work; runs of

@@ -18,8 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from pyrula.cli.app import app
+from pyrula.errors import RunAttemptEnded
 from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, answer, cancel, submit
+from pyrula.runtime.runstore import Lease
 from tests.runtime.helpers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.slow
@@ -271,3 +273,21 @@ def test_quiet_prints_no_run_lines_but_still_says_it_is_draining(tmp_path, worke
     assert quiet.exit_code() == 0, quiet.stderr
     assert quiet.lines[0].startswith("WARNING:  draining")
     assert not any(run.handle.id in line for line in quiet.lines)
+
+
+def test_release_hands_the_run_back_once_and_fences_the_attempt_out(tmp_path):
+    journal = RunStore(Store(tmp_path / "store"))
+    record, _ = journal.submit("gated", {"args": []})
+    claimed = journal.claim("worker-a", 30, {"gated"})
+    assert claimed is not None and claimed.id == record.id
+    lease = Lease("worker-a", claimed.attempt)
+    released = journal.release(record.id, lease)
+    assert (released.status, released.lease, released.attempt) == ("queued", None, 1)
+    events = _event_types(journal, record.id)
+    with pytest.raises(RunAttemptEnded):
+        journal.release(record.id, lease)  # once only: the attempt no longer holds the run
+    with pytest.raises(RunAttemptEnded):
+        journal.append(record.id, lease, "step:done", {"position": "0:step:0"})
+    assert _event_types(journal, record.id) == events
+    again = journal.claim("worker-b", 30, {"gated"})  # claimable at once, no expiry to wait for
+    assert again is not None and again.attempt == 2
