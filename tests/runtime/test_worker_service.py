@@ -7,6 +7,7 @@ and on the store, never on sleeps.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import signal
 from collections import Counter
@@ -20,8 +21,9 @@ from typer.testing import CliRunner
 from pyrula.cli.app import app
 from pyrula.errors import RunAttemptEnded
 from pyrula.journal.store import Store
-from pyrula.runtime import RunStore, answer, cancel, submit
+from pyrula.runtime import RunStore, Worker, answer, cancel, submit
 from pyrula.runtime.runstore import Lease
+from pyrula.workflows import WorkflowContext, workflow
 from tests.runtime.helpers import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.slow
@@ -291,3 +293,32 @@ def test_release_hands_the_run_back_once_and_fences_the_attempt_out(tmp_path):
     assert _event_types(journal, record.id) == events
     again = journal.claim("worker-b", 30, {"gated"})  # claimable at once, no expiry to wait for
     assert again is not None and again.attempt == 2
+
+
+@workflow(name="svc_swallows_cancel")
+async def swallows_cancel(ctx: WorkflowContext) -> str:
+    await ctx.step("first", lambda: 1)
+    try:
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
+        return "swallowed"  # a body that ignores its cancellation must not end the run
+    return "unreachable"
+
+
+def test_a_released_attempt_writes_no_outcome_even_if_its_body_returns(tmp_path):
+    store = Store(tmp_path / "store")
+    journal = RunStore(store)
+    handle = submit(swallows_cancel, store=store)
+
+    async def main() -> None:
+        worker = Worker(store, poll_seconds=0.005, grace_seconds=0)
+        running = asyncio.ensure_future(worker.run())
+        while "step:done" not in _event_types(journal, handle.id):
+            await asyncio.sleep(0.005)
+        worker.stop()  # no grace: the body is cancelled once, and returns
+        await running
+
+    asyncio.run(main())
+    record = journal.get(handle.id)
+    assert (record.status, record.result, record.lease) == ("queued", None, None)
+    assert _event_types(journal, handle.id)[-2:] == ["step:done", "run:released"]
