@@ -161,7 +161,9 @@ def worker(
     ],
     store: StoreOption = None,
     lease_seconds: Annotated[float, typer.Option(help="Lease length; heartbeats renew it.")] = 15,
-    until_idle: Annotated[bool, typer.Option(help="Exit once no run is left to do.")] = False,
+    until_idle: Annotated[
+        bool, typer.Option(help="Exit once no run this worker can take is left.")
+    ] = False,
     concurrency: Annotated[int, typer.Option(help="Runs executed at once.")] = 8,
     grace: Annotated[
         float,
