@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import logging
 import signal
 import sys
+import time
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,9 +16,12 @@ import typer
 from rich.table import Table
 
 from pyrula.cli._render import console, emit_json, local_time
+from pyrula.cli._worker_log import install as install_log
+from pyrula.cli._worker_log import say
 from pyrula.cli.journal import _reported
 from pyrula.journal.store import Store
-from pyrula.runtime import RunStore, Worker, answer, cancel, fork, resume
+from pyrula.runtime import RunRecord, RunStore, Worker, answer, cancel, fork, resume
+from pyrula.runtime.runstore import QUEUED, RUNNING, lease_is_live
 
 runs_app = typer.Typer(help="Inspect and drive durable runs.", no_args_is_help=True)
 
@@ -36,10 +41,11 @@ def ls(store: StoreOption = None, as_json: JsonOption = False) -> None:
     """List runs, newest first."""
     with _reported(as_json):
         runs = sorted(_journal(store).runs(), key=lambda r: r.created_at, reverse=True)
+        now = time.time()
         if as_json:
-            emit_json([r.to_json() for r in runs])
+            emit_json([{**r.to_json(), "waiting": _waiting(r, now)} for r in runs])
             return
-        table = Table("run", "name", "status", "attempt", "created", "updated", box=None)
+        table = Table("run", "name", "status", "attempt", "created", "updated", "", box=None)
         for run in runs:
             table.add_row(
                 run.id,
@@ -48,8 +54,20 @@ def ls(store: StoreOption = None, as_json: JsonOption = False) -> None:
                 str(run.attempt),
                 local_time(run.created_at),
                 local_time(run.updated_at),
+                _waiting(run, now) or "",
             )
         console().print(table if runs else "No runs in this store.")
+
+
+def _waiting(run: RunRecord, now: float) -> str | None:
+    """Why a run that could go on is not going on: no worker has (or had) claimed it. A worker
+    claims only runs of workflows it imported, so the note names the workflow it needs."""
+    if run.status == QUEUED:
+        never = " (never claimed)" if run.attempt == 0 else ""
+        return f"waiting for a worker that imports {run.name!r}{never}"
+    if run.status == RUNNING and not lease_is_live(run.lease, now):
+        return f"its worker is gone: waiting for a worker that imports {run.name!r}"
+    return None
 
 
 @runs_app.command("show")
@@ -66,6 +84,9 @@ def show(run_id: str, store: StoreOption = None, as_json: JsonOption = False) ->
         out.print(
             f"[bold]{record.id}[/] {record.name} — {record.status} (attempt {record.attempt})"
         )
+        waiting = _waiting(record, time.time())
+        if waiting:
+            out.print(waiting)
         if record.error:
             out.print(f"error: {record.error.get('type')}: {record.error.get('message', '')}")
         table = Table("seq", "event", "detail", box=None)
@@ -158,23 +179,57 @@ def worker(
     ],
     store: StoreOption = None,
     lease_seconds: Annotated[float, typer.Option(help="Lease length; heartbeats renew it.")] = 15,
-    until_idle: Annotated[bool, typer.Option(help="Exit once no run is left to do.")] = False,
+    until_idle: Annotated[
+        bool, typer.Option(help="Exit once no run this worker can take is left.")
+    ] = False,
     concurrency: Annotated[int, typer.Option(help="Runs executed at once.")] = 8,
     create: Annotated[
         bool, typer.Option("--create", help="Create the store if it does not exist yet.")
     ] = False,
+    grace: Annotated[
+        float,
+        typer.Option(
+            "--grace",
+            metavar="SECONDS",
+            help="On Ctrl-C or SIGTERM, how long runs in flight get to finish before their "
+            "leases are released to another worker (a second Ctrl-C releases at once).",
+        ),
+    ] = 10,
+    quiet: Annotated[
+        bool, typer.Option("--quiet", "-q", help="No line per run; warnings only.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Log JSON lines (one object per event) on stderr.")
+    ] = False,
 ) -> None:
-    """Claim queued runs from the store and execute them, until stopped (Ctrl-C)."""
+    """Claim queued runs from the store and execute them, until stopped (Ctrl-C or SIGTERM:
+    drain, then release)."""
     sys.path.insert(0, ".")
     for module in imports:
         _import_or_exit(module)
     with _reported(False):
         opened = Store(store, create=create)
-    runner = Worker(opened, lease_seconds=lease_seconds, concurrency=concurrency)
-    console(stderr=True).print(
-        f"pyrula worker {runner.worker_id} on {runner.store.path} "
-        f"(lease {lease_seconds:g}s, {concurrency} at once)"
+    install_log(as_json=as_json, quiet=quiet)
+    runner = Worker(
+        opened, lease_seconds=lease_seconds, concurrency=concurrency, grace_seconds=grace
     )
+    names = sorted(runner.claimable())
+    say(
+        "started",
+        f"pyrula worker {runner.worker_id} on {runner.store.path} (lease {lease_seconds:g}s, "
+        f"{concurrency} at once, grace {grace:g}s): {', '.join(names) or 'no workflows'}",
+        worker=runner.worker_id,
+        store=str(runner.store.path),
+        workflows=names,
+    )
+
+    if not names:
+        say(
+            "no_workflows",
+            "no workflow or agent is imported, so this worker claims no run; pass --import "
+            "with the module that defines them",
+            level=logging.WARNING,
+        )
 
     async def main() -> int:
         loop = asyncio.get_running_loop()
@@ -183,4 +238,4 @@ def worker(
         return await runner.run(until_idle=until_idle)
 
     executed = asyncio.run(main())
-    console(stderr=True).print(f"pyrula worker: {executed} attempt(s) executed")
+    say("stopped", f"pyrula worker: {executed} attempt(s) executed", executed=executed)

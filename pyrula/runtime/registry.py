@@ -68,6 +68,11 @@ def agent(fn: Any = None, /, *, name: str | None = None, limits: AgentLimits | N
     return lambda f: _register(f, "agent", name, limits)
 
 
+def registered() -> frozenset[str]:
+    """The names of the workflows and agents this process has imported: what a worker claims."""
+    return frozenset(_REGISTRY)
+
+
 def lookup(name: str) -> Definition[..., Any]:
     try:
         return _REGISTRY[name]

@@ -305,6 +305,22 @@ class RunStore:
 
         self.store.write(write)
 
+    def release(self, run_id: str, lease: Lease) -> RunRecord:
+        """End an attempt with no outcome (its worker is shutting down): the run is queued
+        again, claimable at once by any worker, its journal as it was. A lost lease raises
+        `RunAttemptEnded`."""
+
+        def write(txn: lmdb.Transaction) -> RunRecord:
+            self.check_lease(txn, run_id, lease)
+            run = self._record(txn, run_id)
+            self.append_in(txn, run_id, "run:released", {"attempt": lease.attempt})
+            txn.delete(_lease_key(run_id), db=self._flags)
+            run.status, run.lease, run.updated_at = QUEUED, None, time.time()
+            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            return run
+
+        return self.store.write(write)
+
     def check_lease(self, txn: lmdb.Transaction, run_id: str, lease: Lease) -> None:
         """Refuse the write unless this attempt still holds the run's lease."""
         held = txn.get(_lease_key(run_id), db=self._flags)

@@ -1,8 +1,12 @@
 """Workers: claim queued runs under a lease, heartbeat, execute one attempt, repeat.
 
-A worker that dies (even by SIGKILL) leaves its lease behind; the lease expires, or is seen dead
-at once when its process is gone on this host, and the next worker resumes the run from its
-journal.
+A worker claims only runs of the workflows and agents its process has imported; others stay
+queued for a worker that has them. A worker that dies (even by SIGKILL) leaves its lease behind;
+the lease expires, or is seen dead at once when its process is gone on this host, and the next
+worker resumes the run from its journal. A worker asked to stop (`stop()`, which `pyrula worker`
+calls on Ctrl-C and SIGTERM) drains: it claims nothing more, gives the runs in flight a grace
+period to end, then cancels the rest and releases their leases, so another worker resumes them
+at once. Each run claimed, resumed, parked, ended or released is logged on `pyrula.worker`.
 """
 
 from __future__ import annotations
@@ -30,13 +34,15 @@ from pyrula.runtime.attempt import Attempt, Park
 from pyrula.runtime.calls import running
 from pyrula.runtime.context import AgentContext, WorkflowContext
 from pyrula.runtime.failures import describe_error
-from pyrula.runtime.registry import lookup
+from pyrula.runtime.registry import lookup, registered
 from pyrula.runtime.runstore import (
     BUDGET_EXCEEDED,
     CANCELLED,
     COMPLETED,
     FAILED,
     PARKED,
+    QUEUED,
+    RUNNING,
     TERMINAL,
     Lease,
     RunRecord,
@@ -71,6 +77,7 @@ class Worker:
         worker_id: str | None = None,
         names: set[str] | None = None,
         concurrency: int = 8,
+        grace_seconds: float = 10.0,
     ) -> None:
         self.store = store if isinstance(store, Store) else open_store(store)
         self.journal = RunStore(self.store)
@@ -79,10 +86,38 @@ class Worker:
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
         self.names = names
         self.concurrency = concurrency
+        self.grace_seconds = grace_seconds
         self._stopping = False
+        self._release_now = asyncio.Event()
+        # The bodies executing now, by run id, and the runs whose attempt the drain cancelled.
+        self._bodies: dict[str, asyncio.Future[Any]] = {}
+        self._released: set[str] = set()
 
     def stop(self) -> None:
+        """Stop claiming and drain; a second call releases the runs in flight at once."""
+        if self._stopping:
+            # Cancel at once; again on a later call, for a body that swallowed a cancellation.
+            log.warning(
+                "releasing %d run(s) now",
+                len(self._bodies),
+                extra=_fields("releasing", in_flight=len(self._bodies)),
+            )
+            self._release_now.set()
+            self._cancel_bodies()
+            return
         self._stopping = True
+        log.warning(
+            "draining: claiming no more runs; %d in flight get %gs to finish, then are released "
+            "for another worker (stop again to release them now)",
+            len(self._bodies),
+            self.grace_seconds,
+            extra=_fields("draining", in_flight=len(self._bodies), grace_s=self.grace_seconds),
+        )
+
+    def claimable(self) -> frozenset[str]:
+        """The workflow names this worker claims: those imported here (and in `names`, if set)."""
+        known = registered()
+        return known if self.names is None else known & frozenset(self.names)
 
     async def run(self, *, until_idle: bool = False, max_runs: int | None = None) -> int:
         """Work until stopped; returns how many attempts this worker executed."""
@@ -92,7 +127,8 @@ class Worker:
             while not self._stopping and (max_runs is None or executed < max_runs):
                 run = None
                 if len(running) < self.concurrency:
-                    run = self.journal.claim(self.worker_id, self.lease_seconds, self.names)
+                    names = set(self.claimable())
+                    run = self.journal.claim(self.worker_id, self.lease_seconds, names)
                 if run is None:
                     if until_idle and not running and not self._pending():
                         break
@@ -100,6 +136,8 @@ class Worker:
                     continue
                 executed += 1
                 running.add(asyncio.ensure_future(self.execute(run)))
+            if self._stopping:
+                running = await self._drain(running)
             while running:
                 _, running = await _settle(running, None)
         finally:
@@ -107,11 +145,46 @@ class Worker:
                 task.cancel()
         return executed
 
+    async def _drain(self, running: set[asyncio.Task[None]]) -> set[asyncio.Task[None]]:
+        """Give the runs in flight the grace period (cut short by a second `stop()`), then cancel
+        those still going: each releases its lease, its journal kept for the next worker."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.grace_seconds
+        release = asyncio.ensure_future(self._release_now.wait())
+        try:
+            while running and not self._release_now.is_set():
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                done, _ = await asyncio.wait(
+                    {*running, release}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                )
+                for task in done & running:
+                    task.result()
+                running -= done
+        finally:
+            release.cancel()
+        if self._bodies and not self._release_now.is_set():
+            log.warning(
+                "grace period over: releasing %d run(s) still in flight",
+                len(self._bodies),
+                extra=_fields("releasing", in_flight=len(self._bodies)),
+            )
+        self._cancel_bodies()
+        return running
+
+    def _cancel_bodies(self) -> None:
+        for run_id, body in list(self._bodies.items()):
+            if body.cancel():
+                self._released.add(run_id)
+
     def _pending(self) -> bool:
-        """Runs that another worker holds or that will wake soon still count as work."""
+        """Runs that another worker holds or that will wake soon still count as work; runs of
+        workflows this worker has not imported do not."""
         now = time.time()
+        names = self.claimable()
         for run in self.journal.runs():
-            if run.status in TERMINAL or (self.names is not None and run.name not in self.names):
+            if run.status in TERMINAL or run.name not in names:
                 continue
             if run.status == PARKED and not (run.wake_at and run.wake_at <= now + 5):
                 continue
@@ -122,20 +195,18 @@ class Worker:
         """One attempt at `run`, which this worker has just claimed."""
         assert run.lease is not None
         lease = Lease(self.worker_id, int(run.lease["attempt"]))
+        started = time.monotonic()
+        _log_run("claimed" if lease.attempt == 1 else "resumed", run, lease)
         try:
             definition = lookup(run.name)
         except WorkflowNotRegistered as exc:
-            self.journal.finish(
-                run.id,
-                lease,
-                FAILED,
-                "run:error",
-                {"error": describe_error(exc)},
-                error=describe_error(exc),
-            )
+            error = describe_error(exc)
+            self.journal.finish(run.id, lease, FAILED, "run:error", {"error": error}, error=error)
+            _log_run(FAILED, run, lease, started, error)
             return
         if run.cancel_requested:
             self.journal.finish(run.id, lease, CANCELLED, "run:cancelled", {}, error=None)
+            _log_run(CANCELLED, run, lease, started)
             return
         attempt = Attempt(
             self.journal, run, lease, limits=definition.limits, is_agent=definition.kind == "agent"
@@ -152,6 +223,7 @@ class Worker:
                 return await definition.fn(ctx, *args, **kwargs)
 
         task = asyncio.ensure_future(body())
+        self._bodies[run.id] = task
         beat = asyncio.ensure_future(self._heartbeat(run.id, lease, task))
         try:
             try:
@@ -168,18 +240,26 @@ class Worker:
                 error = describe_error(exc, capture=run.capture)
                 outcome = _Outcome(BUDGET_EXCEEDED, "run:error", {"error": error}, error=error)
             except RunAttemptEnded:
-                log.warning("run %s attempt %s lost its lease", run.id, lease.attempt)
+                _log_lost(run, lease)
                 return
             except asyncio.CancelledError:
                 if beat.done() and isinstance(beat.exception(), RunAttemptEnded):
+                    return
+                # Cancelled by the drain, or with the worker itself: no outcome is written; the
+                # lease goes back so the next worker resumes the run from its journal at once.
+                self._release(run, lease, started)
+                if run.id in self._released:
                     return
                 raise
             except (Exception, ReplayInputChanged) as exc:  # the body's failure ends the run
                 error = describe_error(exc, capture=run.capture)
                 outcome = _Outcome(FAILED, "run:error", {"error": error}, error=error)
+            if run.id in self._released:  # the body swallowed the drain's cancellation
+                self._release(run, lease, started)
+                return
             if outcome.status in TERMINAL:
                 self._close_children(attempt)
-            with contextlib.suppress(RunAttemptEnded):
+            try:
                 self.journal.finish(
                     run.id,
                     lease,
@@ -190,10 +270,21 @@ class Worker:
                     error=outcome.error,
                     wake_at=outcome.wake_at,
                 )
+            except RunAttemptEnded:
+                _log_lost(run, lease)
+                return
+            _log_run(outcome.status, run, lease, started, outcome.error)
         finally:
+            self._bodies.pop(run.id, None)
+            self._released.discard(run.id)
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError, RunAttemptEnded):
                 await beat
+
+    def _release(self, run: RunRecord, lease: Lease, started: float) -> None:
+        with contextlib.suppress(RunAttemptEnded):
+            self.journal.release(run.id, lease)
+            _log_run("released", run, lease, started)
 
     def _close_children(self, attempt: Attempt) -> None:
         """Apply each uncollected child's parent_close policy before the parent's terminal:
@@ -214,6 +305,54 @@ class Worker:
             except RunAttemptEnded:
                 task.cancel()
                 raise
+
+
+def _fields(event: str, **more: Any) -> dict[str, Any]:
+    """The structured form of a worker log record (`record.pyrula`), for JSON log handlers."""
+    return {"pyrula": {"event": event, **more}}
+
+
+def _log_lost(run: RunRecord, lease: Lease) -> None:
+    log.warning(
+        "run %s attempt %s lost its lease",
+        run.id,
+        lease.attempt,
+        extra=_fields("lost", run=run.id, workflow=run.name, attempt=lease.attempt),
+    )
+
+
+# A run's status after each logged event: `claimed` and `resumed` start an attempt, `released`
+# queues the run again; a run that ends over its budget is logged as failed.
+_STATUS_AFTER = {"claimed": RUNNING, "resumed": RUNNING, "released": QUEUED}
+_EVENT_FOR = {BUDGET_EXCEEDED: FAILED}
+
+
+def _log_run(
+    status: str,
+    run: RunRecord,
+    lease: Lease,
+    started: float | None = None,
+    error: dict[str, Any] | None = None,
+) -> None:
+    """One line per run event, as an access log has one per request."""
+    event = _EVENT_FOR.get(status, status)
+    duration_ms = None if started is None else round((time.monotonic() - started) * 1000, 1)
+    error_type = (error or {}).get("type")
+    text = f'{run.id} "{run.name}" attempt {lease.attempt} {event}'
+    if duration_ms is not None:
+        text += f" in {duration_ms / 1000:.3f}s"
+    if error_type:
+        text += f" ({error_type})"
+    fields = _fields(
+        event,
+        run=run.id,
+        workflow=run.name,
+        attempt=lease.attempt,
+        duration_ms=duration_ms,
+        status=_STATUS_AFTER.get(status, status),
+        error=error_type,
+    )
+    log.info("%s", text, extra=fields)
 
 
 async def _settle(

@@ -20,3 +20,42 @@ def _record(path: str, n: int) -> int:
 async def exactly_once(ctx: WorkflowContext, path: str, n: int) -> int:
     await asyncio.sleep(0.01)
     return await ctx.step("record", _record, path, n)
+
+
+# -- for the service tests: a run that blocks in a step until the test opens its gate -----------
+
+
+async def _gated_effect(log_path: str, gates: str, i: int) -> int:
+    """Note the start, wait for the gate file `gates/<i>`, note the end: a side effect in two
+    halves, so a test sees which steps ran, were cut short and ran again."""
+    _line(log_path, f"start {i}")
+    while not os.path.exists(os.path.join(gates, str(i))):
+        await asyncio.sleep(0.005)
+    _line(log_path, f"done {i}")
+    return i
+
+
+def _line(path: str, text: str) -> None:
+    with open(path, "a") as log:
+        log.write(text + "\n")
+        log.flush()
+        os.fsync(log.fileno())
+
+
+@workflow(name="gated")
+async def gated(ctx: WorkflowContext, log_path: str, gates: str, steps: int) -> int:
+    total = 0
+    for i in range(steps):
+        total += await ctx.step(f"s{i}", _gated_effect, log_path, gates, i)
+    return total
+
+
+@workflow(name="fails")
+async def fails(ctx: WorkflowContext) -> None:
+    raise ValueError("no such order")
+
+
+@workflow(name="asks")
+async def asks(ctx: WorkflowContext) -> str:
+    answer = await ctx.interrupt("proceed?")
+    return f"told {answer}"
