@@ -25,7 +25,7 @@ from pyrula.fingerprints import Canonical, RequestParts, nearest
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.recorder import Reply, record_exchange
 from pyrula.journal.store import Store, open_store
-from pyrula.transport.core import Live, Plan, Replay, pop_session, push_session
+from pyrula.transport.core import Callbacks, Live, Plan, Replay, pop_session, push_session
 from pyrula.verify import VerifyResult, compare_replies
 
 Mode = Literal["once", "none", "new_episodes", "all", "verify"]
@@ -116,7 +116,7 @@ class Cassette:
         key = cassette_key(self.name, canonical.digest, occurrence)
 
         if self.mode == "all":
-            return Live(self._recorder(key, parts, canonical))
+            return Live(Callbacks(self._recorder(key, parts, canonical)))
         found = self.exchanges.get(key)
         if self.mode == "verify":
             if found is None:
@@ -126,7 +126,7 @@ class Cassette:
                     stacklevel=2,
                 )
                 return Live(None)
-            return Live(self._verifier(found[0], found[1], canonical))
+            return Live(Callbacks(self._verifier(found[0], found[1], canonical)))
         if found is not None:
             record, first_page = found
             with self._lock:
@@ -142,7 +142,7 @@ class Cassette:
                 # A miss consumed no recording: a retry of the same request is the same miss.
                 self._seen[canonical.digest] = occurrence
             raise self._miss(parts, canonical, occurrence)
-        return Live(self._recorder(key, parts, canonical))
+        return Live(Callbacks(self._recorder(key, parts, canonical)))
 
     def _recorder(
         self, key: bytes, parts: RequestParts, canonical: Canonical

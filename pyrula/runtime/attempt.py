@@ -44,7 +44,7 @@ from pyrula.runtime.metering import (
     requested_model,
     usage_from_reply,
 )
-from pyrula.transport.core import Live, Plan, Replay
+from pyrula.transport.core import Callbacks, Live, Plan, Replay
 from pyrula.transport.framing import completion_for
 
 _U32 = struct.Struct(">I")
@@ -272,8 +272,10 @@ class Attempt:
                 billable_request_bytes(parts.body, canonical.surface), canonical.meta
             )
             return Live(
-                self._meter_only(canonical, scope, reservation),
-                self._estimate(canonical, scope, reservation, None),
+                Callbacks(
+                    self._meter_only(canonical, scope, reservation),
+                    self._estimate(canonical, scope, reservation, None),
+                )
             )
         frame = current_call.get()
         if frame is not None and frame.digest not in (None, canonical.digest):
@@ -308,7 +310,7 @@ class Attempt:
         commit = self._journaled(key, position, parts, canonical, scope, reservation)
         estimate = self._estimate(canonical, scope, reservation, position)
         if frame is None:
-            return Live(commit, estimate)
+            return Live(Callbacks(commit, estimate))
         stopped = self._journaled(
             key, position, parts, canonical, scope, reservation, estimated=True
         )
@@ -384,7 +386,7 @@ class Attempt:
                 frame.sent = None
             self._truncated(frame, reply, sent)
 
-        return Live(complete, abandon, truncated)
+        return Live(Callbacks(complete, abandon, truncated))
 
     def _truncated(
         self,

@@ -39,7 +39,7 @@ from pyrula.runtime.attempt import (
 )
 from pyrula.runtime.ratelimit import BEDROCK as BEDROCK_KEY
 from pyrula.runtime.ratelimit import LLMRate
-from pyrula.transport.core import JournalCore, Live, Recording, Replay
+from pyrula.transport.core import Live, Recording, Replay, plan_request
 
 __all__ = ["TABLE", "journaled_bedrock"]
 
@@ -259,7 +259,7 @@ class _JournalHook:
         if attempt is None or not _in_call.get():
             return None
         headers = {str(k).lower(): _text(v) for k, v in request.headers.items()}
-        plan, canonical = JournalCore.plan(
+        plan, canonical = plan_request(
             attempt, request.method, request.url, headers, _body(request.body), blocking=True
         )
         if isinstance(plan, Replay):
@@ -291,14 +291,14 @@ def _body(body: Any) -> bytes:
 def _teed(
     response: AWSResponse, plan: Live, canonical: Canonical, started: float, *, streamed: bool
 ) -> AWSResponse:
-    if plan.on_complete is None:
+    if plan.sink is None:
         return response
     if response.status_code >= 300 and current_call.get() is not None:
         # A service error botocore may still retry: only the one it gives up on is journaled,
         # as the call's outcome (`_ended`).
         return response
     headers = [(str(k), str(v)) for k, v in response.headers.items()]
-    recording = JournalCore.recording(canonical, response.status_code, headers, plan, started)
+    recording = Recording(canonical, response.status_code, headers, plan.sink, started)
     if not streamed:
         recording.feed(response.content)  # botocore already read the whole body
         recording.eof()
