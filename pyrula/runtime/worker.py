@@ -40,7 +40,7 @@ from pyrula.runtime.journal import (
     RunRecord,
 )
 from pyrula.runtime.registry import lookup
-from pyrula.transport.core import _current as current_session
+from pyrula.transport.core import pop_session, push_session
 
 log = logging.getLogger("pyrula.worker")
 
@@ -146,12 +146,14 @@ class Worker:
 
         async def body() -> Any:
             current_attempt.set(attempt)
-            current_session.set(attempt)
+            # This task's context only: threads started without it do not see the run.
+            session = push_session(attempt, process_wide=False)
             bind_run(+1)
             try:
                 return await definition.fn(ctx, *args, **kwargs)
             finally:
                 bind_run(-1)
+                pop_session(attempt, session)
 
         task = asyncio.ensure_future(body())
         beat = asyncio.ensure_future(self._heartbeat(run.id, lease, task))
