@@ -36,6 +36,8 @@ from pyrula.transport.core import (
 __all__ = ["BotocoreHook", "journal_botocore"]
 
 T = TypeVar("T")
+_HOOK_ID = "pyrula-journal"
+_INSTALLED = "_pyrula_botocore_hook"
 
 
 def _always() -> bool:
@@ -90,20 +92,21 @@ def journal_botocore(
 
     Inside `pyrula.cassette(...)` its calls record and replay like an httpx SDK's; outside one
     they are sent as usual. The client stays the client it was (same object and class, your
-    profile, region, `Config`); journaling it twice changes nothing. `hook` replaces the plain
-    `BotocoreHook(client, session=session)`.
+    profile, region, `Config`); journaling it again changes nothing. `hook` (a drop-in's own)
+    replaces the plain `BotocoreHook(client, session=session)` that is otherwise installed.
     """
     if not isinstance(client, BaseClient):
         raise TypeError(
             f"journal_botocore() takes a boto3 client, not {type(client).__name__}; build it "
             'with `boto3.client("<service>", ...)`'
         )
-    service = client.meta.service_model.service_id.hyphenize()
-    client.meta.events.register(
-        f"before-send.{service}",
-        hook or BotocoreHook(client, session=session),
-        unique_id="pyrula-journal",
-    )
+    if hook is None and vars(client).get(_INSTALLED) is not None:
+        return client
+    event = f"before-send.{client.meta.service_model.service_id.hyphenize()}"
+    client.meta.events.unregister(event, unique_id=_HOOK_ID)
+    installed = hook or BotocoreHook(client, session=session)
+    client.meta.events.register(event, installed, unique_id=_HOOK_ID)
+    setattr(client, _INSTALLED, installed)
     return client
 
 

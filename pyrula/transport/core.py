@@ -1,6 +1,7 @@
 """The stack-neutral journal core: here is a request; give me a reply, recorded or replayed.
 
-The four transport adapters (httpx and httpx2, sync and async) only translate types around this.
+The adapters only translate types around this: four transports (httpx and httpx2, sync and async)
+and botocore's `before-send` hook (`pyrula.transport.botocore`).
 Who decides between recording and replaying is a `Session` (a cassette now, a run later); the core
 does the framing, teeing and committing that every session needs.
 """

@@ -44,6 +44,7 @@ from pyrula.transport.adapters import (
     Httpx2Transport,
     HttpxTransport,
 )
+from pyrula.transport.core import current_session
 
 T = TypeVar("T")
 C = TypeVar("C", bound=type)
@@ -150,6 +151,8 @@ _warned_sites: set[tuple[str, int]] = set()
 
 
 def _warn_unjournaled(client: Any) -> None:
+    if current_session() is not None:
+        return  # a cassette journals the call
     if runs_bound():
         # A run is executing in this process, but this call does not carry its context: a
         # thread started with threading/ThreadPoolExecutor/run_in_executor instead of the run's.

@@ -7,11 +7,12 @@ and changes two things on that one instance:
   run: `converse` / `converse_stream` run as one journaled call (one journal position, botocore's
   retries included, its final error journaled), a passed-through operation runs untouched, a
   refused one raises `UnjournaledSurface` before anything is signed or sent;
-- the botocore adapter (`pyrula.transport.botocore`) is installed for the two journaled
-  operations: it answers a journaled call with its recorded reply (nothing sent), and sends a
-  live one itself through the client's own endpoint session, teeing the reply into the journal.
+- the botocore adapter (`pyrula.transport.botocore`) is installed on the client: inside a run
+  it answers a journaled call with its recorded reply (nothing sent), or sends a live one itself
+  through the client's own endpoint session, teeing the reply into the journal.
 
-Outside a run every call passes through untouched.
+Inside `pyrula.cassette(...)` every call records and replays as an httpx SDK's does; outside a
+run and a cassette every call passes through untouched.
 """
 
 from __future__ import annotations
@@ -27,14 +28,10 @@ from botocore.client import BaseClient
 
 from pyrula.agents.compat._dropin import RateCall, Route, framed, guarded_call
 from pyrula.agents.compat._surfaces import Surface, SurfaceTable, Verdict
-from pyrula.runtime.attempt import (
-    ReplayedFailure,
-    current_attempt,
-    current_call,
-)
+from pyrula.runtime.attempt import ReplayedFailure, current_attempt
 from pyrula.runtime.ratelimit import BEDROCK as BEDROCK_KEY
 from pyrula.runtime.ratelimit import LLMRate
-from pyrula.transport.botocore import BotocoreHook
+from pyrula.transport.botocore import BotocoreHook, journal_botocore
 
 __all__ = ["TABLE", "journaled_bedrock"]
 
@@ -80,8 +77,8 @@ _REFUSED_TOOL = (
     "a `@tool`"
 )
 
-# Set around a journaled operation's call: its `before-send` journals only then, so a method
-# captured before `journaled_bedrock` (or botocore's own calls) sends as usual.
+# Set around a journaled operation's call: in a run its `before-send` journals only then, so a
+# method captured before `journaled_bedrock` (or botocore's own calls) sends as usual.
 _in_call: ContextVar[bool] = ContextVar("pyrula_bedrock_call", default=False)
 
 
@@ -90,7 +87,8 @@ _in_call: ContextVar[bool] = ContextVar("pyrula_bedrock_call", default=False)
 
 def journaled_bedrock(client: T, *, rate_limit: LLMRate | None = None) -> T:
     """Journal a built boto3 `bedrock-runtime` client's `converse` and `converse_stream` inside
-    a run, in place, and return it; with `rate_limit`, each live call waits for a slot."""
+    a run (and every call inside a cassette), in place, and return it; with `rate_limit`, each
+    live call waits for a slot."""
     if type(client).__module__.split(".")[0] == "instructor":
         raise TypeError(
             "journaled() was handed an instructor client, whose calls would skip the journal; "
@@ -111,17 +109,14 @@ def journaled_bedrock(client: T, *, rate_limit: LLMRate | None = None) -> T:
         method = getattr(client, name, None)  # botocore models some it builds no method for
         if method is not None:
             setattr(client, name, guarded_call(method, name, client, _ROUTE))
-    # Inside a run only a guarded call journals; its error replies are the outcome `_Outcomes`
-    # journals once botocore gives up, not a reply to tee.
+    # Inside a run only a guarded call journals, and its error replies are not teed: the call's
+    # outcome is what `_Outcomes` journals once botocore gives up. In a cassette every send is.
     hook = BotocoreHook(
         client,
-        journals=lambda: current_attempt.get() is not None and _in_call.get(),
-        tees_errors=lambda: current_call.get() is None,
+        journals=lambda: current_attempt.get() is None or _in_call.get(),
+        tees_errors=lambda: current_attempt.get() is None,
     )
-    for operation in ("Converse", "ConverseStream"):
-        client.meta.events.register(
-            f"before-send.{SERVICE}.{operation}", hook, unique_id=f"pyrula-journal-{operation}"
-        )
+    journal_botocore(client, hook=hook)
     client._pyrula_journaled = True  # type: ignore[attr-defined]
     return client
 
