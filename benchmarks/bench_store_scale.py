@@ -46,8 +46,8 @@ from pyrula.fingerprints import RequestParts, canonicalize
 from rich.table import Table
 
 import pyrula
-from pyrula.cassette import cassette_key
 from pyrula.journal import Exchanges
+from pyrula.journal.keys import cassette_key
 from pyrula.journal.recorder import request_document
 
 NAMESPACE = "scale"

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import struct
 import threading
 import time
 import warnings
@@ -23,6 +22,7 @@ from pyrula import netguard
 from pyrula.errors import PyrulaError, ReplayMiss
 from pyrula.fingerprints import Canonical, RequestParts, nearest
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
+from pyrula.journal.keys import cassette_key, namespace_prefix
 from pyrula.journal.recorder import Reply, record_exchange
 from pyrula.journal.store import Store, open_store
 from pyrula.transport.core import Callbacks, Live, Plan, Replay, pop_session, push_session
@@ -30,28 +30,7 @@ from pyrula.verify import VerifyResult, compare_replies
 
 Mode = Literal["once", "none", "new_episodes", "all", "verify"]
 MODES: tuple[str, ...] = get_args(Mode)
-_U32 = struct.Struct(">I")
 F = TypeVar("F", bound=Callable[..., Any])
-
-CASSETTE_PREFIX = b"c\x00"
-
-
-def namespace_prefix(name: str) -> bytes:
-    return CASSETTE_PREFIX + name.encode() + b"\x00"
-
-
-def cassette_key(name: str, fingerprint: str, occurrence: int) -> bytes:
-    return namespace_prefix(name) + bytes.fromhex(fingerprint) + _U32.pack(occurrence)
-
-
-def split_key(key: bytes) -> tuple[str, str, int]:
-    """(namespace, fingerprint, occurrence) of a cassette key."""
-    body = key[len(CASSETTE_PREFIX) :]
-    name = body[: -(32 + 4 + 1)].decode()
-    fingerprint = body[-(32 + 4) : -4].hex()
-    (occurrence,) = _U32.unpack(body[-4:])
-    return name, fingerprint, occurrence
-
 
 @dataclass
 class CassetteStats:

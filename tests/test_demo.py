@@ -20,7 +20,6 @@ from rich.console import Console  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 import pyrula  # noqa: E402
-from pyrula.cassette import namespace_prefix  # noqa: E402
 from pyrula.cli.app import app  # noqa: E402
 from pyrula.demo import durable, run  # noqa: E402
 from pyrula.demo.standin import (  # noqa: E402
@@ -32,6 +31,7 @@ from pyrula.demo.standin import (  # noqa: E402
     reply_text,
 )
 from pyrula.journal import Exchanges, open_store  # noqa: E402
+from pyrula.journal.keys import namespace_prefix  # noqa: E402
 from pyrula.runtime import RunJournal  # noqa: E402
 
 ALL_FOUR = {

@@ -22,7 +22,6 @@ from typing import Any
 
 import lmdb
 
-from pyrula.cassette import CASSETTE_PREFIX, split_key
 from pyrula.cli._errors import BadExport
 from pyrula.cli._records import Loaded
 from pyrula.errors import StoreCorrupt
@@ -34,6 +33,7 @@ from pyrula.journal.exchanges import (
     _pack,
     _page_key,
 )
+from pyrula.journal.keys import CASSETTE_PREFIX, split_key
 from pyrula.journal.store import Store
 
 EXPORT_FORMAT = 1

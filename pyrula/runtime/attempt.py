@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import struct
 import threading
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -32,6 +31,7 @@ from pyrula.errors import (
 from pyrula.fingerprints import Canonical, RequestParts, diff
 from pyrula.journal import scrub
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
+from pyrula.journal.keys import run_key
 from pyrula.journal.recorder import Reply, record_exchange
 from pyrula.runtime.journal import Event, Lease, RunJournal, RunRecord
 from pyrula.runtime.limits import AgentLimits, Budget, Reservation
@@ -46,9 +46,6 @@ from pyrula.runtime.metering import (
 )
 from pyrula.transport.core import Callbacks, Live, Plan, Replay
 from pyrula.transport.framing import completion_for
-
-_U32 = struct.Struct(">I")
-RUN_PREFIX = b"r\x00"
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,10 +147,6 @@ _REQUEST_IDS = frozenset({"request-id", "x-request-id"})
 
 def _not_a_served_request(headers: list[tuple[str, str]]) -> list[tuple[str, str]]:
     return [(k, v) for k, v in headers if k.lower() not in _REQUEST_IDS]
-
-
-def exchange_key(run_id: str, scope: str, index: int) -> bytes:
-    return RUN_PREFIX + run_id.encode() + b"\x00" + scope.encode() + b"\x00" + _U32.pack(index)
 
 
 # How many run bodies are executing in this process: a drop-in called with no run in its context
@@ -322,7 +315,7 @@ class Attempt:
         """The next model-call position of the current scope, and its exchange key."""
         position = self.next_position("llm")
         index = int(position.rsplit("llm", 1)[1])
-        return position, exchange_key(self.run.id, current_scope.get().name, index)
+        return position, run_key(self.run.id, current_scope.get().name, index)
 
     def replays(self, frame: CallFrame) -> bool:
         """Whether the SDK call of `frame` will be answered from the journal (its reply, its

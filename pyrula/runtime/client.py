@@ -16,8 +16,9 @@ from pyrula.errors import (
     RunFailed,
 )
 from pyrula.journal.exchanges import Exchanges
+from pyrula.journal.keys import run_key
 from pyrula.journal.store import Store, open_store
-from pyrula.runtime.attempt import Attempt, exchange_key
+from pyrula.runtime.attempt import Attempt
 from pyrula.runtime.journal import (
     CANCELLED,
     COMPLETED,
@@ -187,8 +188,8 @@ def fork(run_id: str, at_seq: int, *, store: StoreLike = None) -> RunHandle:
         position = payload.get("position")
         if kind == "llm:done" and isinstance(position, str):
             scope, _, index = position.rpartition("/llm")
-            old = exchange_key(run_id, scope, int(index))
-            new = exchange_key(new_id, scope, int(index))
+            old = run_key(run_id, scope, int(index))
+            new = run_key(new_id, scope, int(index))
 
             def copy(txn: Any, old: bytes = old, new: bytes = new) -> None:
                 value = txn.get(old, db=exchanges._db)
