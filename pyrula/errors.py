@@ -23,6 +23,14 @@ class StoreFormatError(StoreError):
     """The store was written by a newer (or unknown) Pyrula format."""
 
 
+class RestoreRefused(StoreError):
+    """An exported exchange cannot be written back as it was; `index` says which one."""
+
+    def __init__(self, message: str, *, index: int) -> None:
+        self.index = index
+        super().__init__(message)
+
+
 class PayloadTooLarge(PyrulaError):
     """A record is bigger than the store's per-record cap."""
 
