@@ -19,7 +19,7 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, cast, get_args
 
 from pyrula import netguard
-from pyrula.errors import PyrulaError, ReplayMiss
+from pyrula.errors import ReplayMiss, VerifyMismatch
 from pyrula.fingerprints import Canonical, RequestParts, nearest
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import cassette_key, namespace_prefix
@@ -252,10 +252,6 @@ class Cassette:
                 return fn(*args, **kwargs)
 
         return cast(F, run)
-
-
-class VerifyMismatch(UserWarning, PyrulaError):
-    """A live reply no longer has the structure of its recording (cassette mode `verify`)."""
 
 
 def cassette(

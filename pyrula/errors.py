@@ -1,4 +1,54 @@
-"""Every error Pyrula raises, in one place. Each message names the fix."""
+"""Every public error Pyrula raises, in one place. Each message names the fix.
+
+    Exception
+    ├── PyrulaError                      catch this for any failure Pyrula reports
+    │   ├── StoreError                   the journal store could not be opened or used
+    │   │   ├── NotAStore
+    │   │   ├── StoreCorrupt
+    │   │   ├── StoreFormatError
+    │   │   └── RestoreRefused           an exported exchange cannot be written back
+    │   ├── PayloadTooLarge
+    │   ├── StreamFormatError
+    │   ├── ProviderStreamTruncated
+    │   ├── UnjournaledSurface
+    │   ├── RunError
+    │   │   ├── RunNotFound
+    │   │   ├── RunExists
+    │   │   ├── IdempotencyConflict
+    │   │   └── WorkflowNotRegistered
+    │   ├── RunFailed
+    │   ├── ToolRefused
+    │   ├── VerifyMismatch               also a UserWarning: cassette mode `verify` warns with it
+    │   ├── JournalCommandError          `pyrula journal` (the CLI)
+    │   │   ├── UnknownRecord
+    │   │   ├── AmbiguousRecord
+    │   │   └── BadExport
+    │   └── ProxyError                   `pyrula proxy`
+    │       └── ConfigError
+    └── StepFailed                       a step's or tool's own journaled error, replayed
+    BaseException
+    └── JournalRefusal                   the journal refused a call inside the SDK's send
+        ├── RecordRefused
+        ├── OfflineViolation
+        │   ├── ReplayMiss
+        │   └── NetworkBlocked
+        ├── ReplayInputChanged
+        ├── RunAttemptEnded
+        ├── DurableInvocationCancelled
+        └── BudgetExceeded
+
+Why a `BaseException` branch: a `JournalRefusal` is raised from inside a transport, that is from
+inside the SDK's own send and retry loop. The SDKs catch `Exception` there and retry it (openai
+2.x sleeps through its retries and then raises `APIConnectionError`), which would bury the one
+message that names the fix and, for a refused or over-budget call, send it again. Deriving from
+`BaseException`, as pytest's outcome exceptions do, lets it pass through those loops untouched
+to the caller, who catches it by name. `StepFailed` derives from `Exception` only: it stands for
+the user's own error, not one of Pyrula's.
+
+The runtime also unwinds through two private `BaseException` signals that never reach the
+caller: a run parking (`Park`) and a journaled provider error on its way to the drop-in that
+rebuilds it as the SDK's own exception (`ReplayedFailure`).
+"""
 
 from __future__ import annotations
 
@@ -145,3 +195,52 @@ class RunFailed(PyrulaError):
 
 class UnjournaledSurface(PyrulaError):
     """A call inside a run that cannot be journaled; the message names what to use instead."""
+
+
+class ToolRefused(PyrulaError):
+    """A tool call was not allowed: a reviewer declined it, or its per-run limit is reached."""
+
+
+class StepFailed(Exception):
+    """A step or tool failed on an earlier attempt; its journaled error, replayed."""
+
+    def __init__(self, type_name: str, message: str) -> None:
+        self.type_name = type_name
+        super().__init__(f"{type_name}: {message}")
+
+
+class VerifyMismatch(UserWarning, PyrulaError):
+    """A live reply no longer has the structure of its recording (cassette mode `verify`)."""
+
+
+class JournalCommandError(PyrulaError):
+    """A `pyrula journal` command could not do what it was asked."""
+
+
+class UnknownRecord(JournalCommandError):
+    """No recorded exchange has an id starting with the given prefix."""
+
+
+class AmbiguousRecord(JournalCommandError):
+    """More than one recorded exchange has an id starting with the given prefix."""
+
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        self.prefix = prefix
+        self.candidates = candidates
+        shown = ", ".join(candidates[:8]) + (", ..." if len(candidates) > 8 else "")
+        super().__init__(
+            f"id prefix {prefix!r} matches {len(candidates)} exchanges ({shown}); "
+            "give more characters of the id"
+        )
+
+
+class BadExport(JournalCommandError):
+    """A file given to `pyrula journal import` is not a JSONL export this Pyrula can read."""
+
+
+class ProxyError(PyrulaError):
+    """The proxy could not start or keep serving."""
+
+
+class ConfigError(ProxyError):
+    """A proxy option is invalid or unsafe."""

@@ -5,10 +5,10 @@ from pyrula.errors import (
     DurableInvocationCancelled,
     ProviderStreamTruncated,
     ReplayInputChanged,
+    ToolRefused,
     UnjournaledSurface,
 )
 from pyrula.runtime import AgentContext, AgentLimits, LLMRate, ToolContext, agent, tool
-from pyrula.runtime.tools import ToolRefused
 
 __all__ = [
     "AgentContext",

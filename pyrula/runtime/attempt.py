@@ -26,6 +26,7 @@ from pyrula.errors import (
     ProviderStreamTruncated,
     RecordRefused,
     ReplayInputChanged,
+    StepFailed,
     UnjournaledSurface,
 )
 from pyrula.fingerprints import Canonical, RequestParts, diff
@@ -598,14 +599,6 @@ def rebuild_error(error: dict[str, Any]) -> BaseException:
         except TypeError:
             pass
     return StepFailed(kind, message)
-
-
-class StepFailed(Exception):
-    """A step or tool failed on an earlier attempt; its journaled error, replayed."""
-
-    def __init__(self, type_name: str, message: str) -> None:
-        self.type_name = type_name
-        super().__init__(f"{type_name}: {message}")
 
 
 def describe_error(exc: BaseException) -> dict[str, Any]:

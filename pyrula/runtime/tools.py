@@ -4,14 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrula.errors import PyrulaError
+from pyrula.errors import ToolRefused
 from pyrula.runtime.attempt import current_attempt, current_scope
 from pyrula.runtime.context import ToolContext, WorkflowContext, _call
 from pyrula.runtime.registry import ToolDefinition
-
-
-class ToolRefused(PyrulaError):
-    """A tool call was not allowed: a reviewer declined it, or its per-run limit is reached."""
 
 
 async def call_tool(
