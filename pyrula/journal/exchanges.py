@@ -247,6 +247,18 @@ class Exchanges:
 
         return self.store.write(commit)
 
+    def copy(self, key: bytes, to: bytes) -> bool:
+        """Make the record under `key` answer under `to` as well (a forked run's calls); return
+        whether there was one. Both keys share the record's id and its frame pages."""
+
+        def write(txn: lmdb.Transaction) -> bool:
+            value = txn.get(key, db=self._db)
+            if value is not None:
+                txn.put(to, value, db=self._db)
+            return value is not None
+
+        return self.store.write(write)
+
     def _write_record(
         self, txn: lmdb.Transaction, key: bytes, record: ExchangeRecord, pages: list[bytes]
     ) -> None:

@@ -188,15 +188,7 @@ def fork(run_id: str, at_seq: int, *, store: StoreLike = None) -> RunHandle:
         position = payload.get("position")
         if kind == "llm:done" and isinstance(position, str):
             scope, _, index = position.rpartition("/llm")
-            old = run_key(run_id, scope, int(index))
-            new = run_key(new_id, scope, int(index))
-
-            def copy(txn: Any, old: bytes = old, new: bytes = new) -> None:
-                value = txn.get(old, db=exchanges._db)
-                if value is not None:
-                    txn.put(new, value, db=exchanges._db)
-
-            journal.store.write(copy)
+            exchanges.copy(run_key(run_id, scope, int(index)), run_key(new_id, scope, int(index)))
     record, _ = journal.submit(
         source.name,
         data,
