@@ -453,8 +453,8 @@ def record_big_stream(store_path: Path, megabytes: int) -> tuple[bytes, str, int
         parts = RequestParts("POST", "http://127.0.0.1" + PATH, {}, body)
         canonical = canonicalize(parts)
         plan = Cassette("proxy", "all", store=store).plan(parts, canonical)
-        assert isinstance(plan, Live) and plan.on_complete is not None
-        plan.on_complete(
+        assert isinstance(plan, Live) and plan.sink is not None
+        plan.sink.complete(
             Reply(200, [("content-type", "text/event-stream")], frames, 0.0, streamed=True)
         )
     return body, digest.hexdigest(), size

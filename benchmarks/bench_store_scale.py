@@ -46,8 +46,8 @@ from pyrula.fingerprints import RequestParts, canonicalize
 from rich.table import Table
 
 import pyrula
-from pyrula.cassette import cassette_key
-from pyrula.journal import Exchanges
+from pyrula.journal import Exchange, Exchanges
+from pyrula.journal.keys import cassette_key
 from pyrula.journal.recorder import request_document
 
 NAMESPACE = "scale"
@@ -107,8 +107,7 @@ def fill(path: Path, n: int) -> float:
         def write(txn: lmdb.Transaction, batch: list[Any] = batch) -> None:
             exchanges = Exchanges(_OneTransaction(store, txn))  # type: ignore[arg-type]
             for key, doc, canonical, reply in batch:
-                exchanges.put(
-                    key,
+                exchange = Exchange(
                     request_doc=doc,
                     surface=canonical.surface,
                     fingerprint=canonical.digest,
@@ -121,6 +120,7 @@ def fill(path: Path, n: int) -> float:
                     elapsed_ms=12.5,
                     namespace=NAMESPACE,
                 )
+                exchanges.put(key, exchange)
 
         store.write(write)
     store.env.sync(True)

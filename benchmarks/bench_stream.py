@@ -34,8 +34,8 @@ from _common import API_KEY, MODEL, console, fmt_time, header, openai_client, pa
 from rich.table import Table
 
 import pyrula
-from pyrula.cassette import namespace_prefix
 from pyrula.journal import Exchanges
+from pyrula.journal.keys import namespace_prefix
 
 MESSAGES = [{"role": "user", "content": "Count slowly, one word per chunk."}]
 

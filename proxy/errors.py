@@ -1,13 +1,8 @@
-"""Every error the proxy raises, in one place. Each message names the fix."""
+"""Errors the proxy raises; they live in `pyrula.errors` with every other. Each message names the
+fix."""
 
 from __future__ import annotations
 
-from pyrula.errors import PyrulaError
+from pyrula.errors import ConfigError, ProxyError
 
-
-class ProxyError(PyrulaError):
-    """The proxy could not start or keep serving."""
-
-
-class ConfigError(ProxyError):
-    """A proxy option is invalid or unsafe."""
+__all__ = ["ConfigError", "ProxyError"]

@@ -1,8 +1,8 @@
 """One exchange through the proxy: check, route, plan, then replay or forward (teeing the reply).
 
 Planning is the in-process transports' own: `Sessions` hands the request to a `Cassette`, which
-answers `Replay` (the recorded status, headers and frames) or `Live` (send it; record through
-`on_complete` when set). A live reply reaches the client chunk by chunk as the provider sends it,
+answers `Replay` (the recorded status, headers and frames) or `Live` (send it; record into
+its `sink` when set). A live reply reaches the client chunk by chunk as the provider sends it,
 while a `Recording` collects the same chunks and commits them at the provider's terminal frame.
 """
 
@@ -21,7 +21,7 @@ from pyrula.fingerprints import Canonical, RequestParts
 
 from pyrula.errors import PyrulaError, ReplayMiss
 from pyrula.journal.recorder import Reply
-from pyrula.transport.core import Live, Recording, Replay
+from pyrula.transport.core import Callbacks, Live, Recording, Replay
 
 from . import answers, headers
 from .answers import Answer
@@ -358,8 +358,8 @@ class _Tee:
         started: float,
         cap: int,
     ) -> None:
-        self._commit = plan.on_complete
-        self.wanted = plan.on_complete is not None
+        self._commit = plan.sink
+        self.wanted = plan.sink is not None
         self._pending: list[Reply] = []
         self._recording: Recording | None = None
         if self._commit is not None:
@@ -367,7 +367,7 @@ class _Tee:
                 canonical,
                 response.status_code,
                 list(response.headers.multi_items()),
-                self._pending.append,
+                Callbacks(self._pending.append),
                 started,
             )
         self._size = 0
@@ -408,7 +408,7 @@ class _Tee:
 
     def _run_commit(self, reply: Reply) -> None:
         assert self._commit is not None
-        self._commit(reply)
+        self._commit.complete(reply)
         self.committed = True
 
     def close(self) -> None:

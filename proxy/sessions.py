@@ -26,7 +26,7 @@ class Sessions:
         self._lock = threading.Lock()
 
     def plan(self, namespace: str, parts: RequestParts) -> tuple[Plan, Canonical]:
-        """Replay, or go live (recording when `Live.on_complete` is set). May raise ReplayMiss."""
+        """Replay, or go live (recording when `Live.sink` is set). May raise ReplayMiss."""
         canonical = canonicalize(parts)
         if self.mode is None:
             return Live(None), canonical

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         AsyncHttpxTransport,
         Httpx2Transport,
         HttpxTransport,
+        journal_botocore,
     )
 
 __version__ = "0.1.0"
@@ -41,6 +42,7 @@ _WHERE = {
     "AsyncHttpxTransport": "pyrula.transport",
     "Httpx2Transport": "pyrula.transport",
     "HttpxTransport": "pyrula.transport",
+    "journal_botocore": "pyrula.transport",
     **{
         name: "pyrula.errors"
         for name in (
@@ -77,6 +79,7 @@ __all__ = [
     "StoreFormatError",
     "VerifyMismatch",
     "cassette",
+    "journal_botocore",
 ]
 
 

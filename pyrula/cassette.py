@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-import struct
 import threading
 import time
 import warnings
@@ -20,38 +19,18 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, cast, get_args
 
 from pyrula import netguard
-from pyrula.errors import PyrulaError, ReplayMiss, StoreNotFound
+from pyrula.errors import ReplayMiss, StoreNotFound, VerifyMismatch
 from pyrula.fingerprints import Canonical, RequestParts, nearest
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
+from pyrula.journal.keys import cassette_key, namespace_prefix
 from pyrula.journal.recorder import Reply, record_exchange
 from pyrula.journal.store import Store, open_store
-from pyrula.transport.core import Live, Plan, Replay, pop_session, push_session
+from pyrula.transport.core import Callbacks, Live, Plan, Replay, pop_session, push_session
 from pyrula.verify import VerifyResult, compare_replies
 
 Mode = Literal["once", "none", "new_episodes", "all", "verify"]
 MODES: tuple[str, ...] = get_args(Mode)
-_U32 = struct.Struct(">I")
 F = TypeVar("F", bound=Callable[..., Any])
-
-CASSETTE_PREFIX = b"c\x00"
-
-
-def namespace_prefix(name: str) -> bytes:
-    return CASSETTE_PREFIX + name.encode() + b"\x00"
-
-
-def cassette_key(name: str, fingerprint: str, occurrence: int) -> bytes:
-    return namespace_prefix(name) + bytes.fromhex(fingerprint) + _U32.pack(occurrence)
-
-
-def split_key(key: bytes) -> tuple[str, str, int]:
-    """(namespace, fingerprint, occurrence) of a cassette key."""
-    body = key[len(CASSETTE_PREFIX) :]
-    name = body[: -(32 + 4 + 1)].decode()
-    fingerprint = body[-(32 + 4) : -4].hex()
-    (occurrence,) = _U32.unpack(body[-4:])
-    return name, fingerprint, occurrence
-
 
 @dataclass
 class CassetteStats:
@@ -131,7 +110,7 @@ class Cassette:
         key = cassette_key(self.name, canonical.digest, occurrence)
 
         if self.mode == "all":
-            return Live(self._recorder(key, parts, canonical))
+            return Live(Callbacks(self._recorder(key, parts, canonical)))
         found = self.exchanges.get(key)
         if self.mode == "verify":
             if found is None:
@@ -141,7 +120,7 @@ class Cassette:
                     stacklevel=2,
                 )
                 return Live(None)
-            return Live(self._verifier(found[0], found[1], canonical))
+            return Live(Callbacks(self._verifier(found[0], found[1], canonical)))
         if found is not None:
             record, first_page = found
             with self._lock:
@@ -157,7 +136,7 @@ class Cassette:
                 # A miss consumed no recording: a retry of the same request is the same miss.
                 self._seen[canonical.digest] = occurrence
             raise self._miss(parts, canonical, occurrence)
-        return Live(self._recorder(key, parts, canonical))
+        return Live(Callbacks(self._recorder(key, parts, canonical)))
 
     def _recorder(
         self, key: bytes, parts: RequestParts, canonical: Canonical
@@ -288,10 +267,6 @@ class Cassette:
                 return fn(*args, **kwargs)
 
         return cast(F, run)
-
-
-class VerifyMismatch(UserWarning, PyrulaError):
-    """A live reply no longer has the structure of its recording (cassette mode `verify`)."""
 
 
 def cassette(

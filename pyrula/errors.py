@@ -1,4 +1,57 @@
-"""Every error Pyrula raises, in one place. Each message names the fix."""
+"""Every public error Pyrula raises, in one place. Each message names the fix.
+
+    Exception
+    ├── PyrulaError                      catch this for any failure Pyrula reports
+    │   ├── StoreError                   the journal store could not be opened or used
+    │   │   ├── StoreNotFound            no store at the path, where nothing would be recorded
+    │   │   ├── StoreFull                the disk has no room for the next commit
+    │   │   ├── NotAStore
+    │   │   ├── StoreCorrupt
+    │   │   ├── StoreFormatError
+    │   │   └── RestoreRefused           an exported exchange cannot be written back
+    │   ├── PayloadTooLarge
+    │   ├── StreamFormatError
+    │   ├── ProviderStreamTruncated
+    │   ├── UnjournaledSurface
+    │   ├── RunError
+    │   │   ├── RunNotFound
+    │   │   ├── RunExists
+    │   │   ├── IdempotencyConflict
+    │   │   └── WorkflowNotRegistered
+    │   ├── RunFailed                    an awaited run failed with an error not rebuilt here
+    │   ├── StepFailed                   a journaled error whose own class cannot be rebuilt
+    │   ├── ToolRefused
+    │   ├── VerifyMismatch               also a UserWarning: cassette mode `verify` warns with it
+    │   ├── JournalCommandError          `pyrula journal` (the CLI)
+    │   │   ├── UnknownRecord
+    │   │   ├── AmbiguousRecord
+    │   │   └── BadExport
+    │   └── ProxyError                   `pyrula proxy`
+    │       └── ConfigError
+    BaseException
+    └── JournalRefusal                   the journal refused a call inside the SDK's send
+        ├── RecordRefused
+        ├── OfflineViolation
+        │   ├── ReplayMiss
+        │   └── NetworkBlocked
+        ├── ReplayInputChanged
+        ├── RunAttemptEnded
+        ├── DurableInvocationCancelled
+        └── BudgetExceeded
+
+Why a `BaseException` branch: a `JournalRefusal` is raised from inside a transport, that is from
+inside the SDK's own send and retry loop. The SDKs catch `Exception` there and retry it (openai
+2.x sleeps through its retries and then raises `APIConnectionError`), which would bury the one
+message that names the fix and, for a refused or over-budget call, send it again. Deriving from
+`BaseException`, as pytest's outcome exceptions do, lets it pass through those loops untouched
+to the caller, who catches it by name. A step's, tool's or child run's own error replays as its
+own class (see `pyrula.runtime.failures`); `StepFailed` stands in only where that class cannot be
+rebuilt.
+
+The runtime also unwinds through two private `BaseException` signals that never reach the
+caller: a run parking (`Park`) and a journaled provider error on its way to the drop-in that
+rebuilds it as the SDK's own exception (`ReplayedFailure`).
+"""
 
 from __future__ import annotations
 
@@ -45,6 +98,14 @@ class StoreCorrupt(StoreError):
 
 class StoreFormatError(StoreError):
     """The store was written by a newer (or unknown) Pyrula format."""
+
+
+class RestoreRefused(StoreError):
+    """An exported exchange cannot be written back as it was; `index` says which one."""
+
+    def __init__(self, message: str, *, index: int) -> None:
+        self.index = index
+        super().__init__(message)
 
 
 class PayloadTooLarge(PyrulaError):
@@ -177,3 +238,44 @@ class RunFailed(PyrulaError):
 
 class UnjournaledSurface(PyrulaError):
     """A call inside a run that cannot be journaled; the message names what to use instead."""
+
+
+class ToolRefused(PyrulaError):
+    """A tool call was not allowed: a reviewer declined it, or its per-run limit is reached."""
+
+
+class VerifyMismatch(UserWarning, PyrulaError):
+    """A live reply no longer has the structure of its recording (cassette mode `verify`)."""
+
+
+class JournalCommandError(PyrulaError):
+    """A `pyrula journal` command could not do what it was asked."""
+
+
+class UnknownRecord(JournalCommandError):
+    """No recorded exchange has an id starting with the given prefix."""
+
+
+class AmbiguousRecord(JournalCommandError):
+    """More than one recorded exchange has an id starting with the given prefix."""
+
+    def __init__(self, prefix: str, candidates: list[str]) -> None:
+        self.prefix = prefix
+        self.candidates = candidates
+        shown = ", ".join(candidates[:8]) + (", ..." if len(candidates) > 8 else "")
+        super().__init__(
+            f"id prefix {prefix!r} matches {len(candidates)} exchanges ({shown}); "
+            "give more characters of the id"
+        )
+
+
+class BadExport(JournalCommandError):
+    """A file given to `pyrula journal import` is not a JSONL export this Pyrula can read."""
+
+
+class ProxyError(PyrulaError):
+    """The proxy could not start or keep serving."""
+
+
+class ConfigError(ProxyError):
+    """A proxy option is invalid or unsafe."""

@@ -20,9 +20,10 @@ from typing import Any, cast
 
 import pytest
 
-from pyrula.cassette import MODES, Cassette, Mode, namespace_prefix
+from pyrula.cassette import MODES, Cassette, Mode
 from pyrula.errors import StoreNotFound
 from pyrula.journal.exchanges import Exchanges
+from pyrula.journal.keys import namespace_prefix
 from pyrula.journal.store import Store, open_store
 
 _STATE = pytest.StashKey["_PluginState"]()

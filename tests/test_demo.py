@@ -20,7 +20,6 @@ from rich.console import Console  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
 import pyrula  # noqa: E402
-from pyrula.cassette import namespace_prefix  # noqa: E402
 from pyrula.cli import demo as demo_command  # noqa: E402
 from pyrula.cli.app import app  # noqa: E402
 from pyrula.demo import durable, run  # noqa: E402
@@ -33,6 +32,7 @@ from pyrula.demo.standin import (  # noqa: E402
     reply_text,
 )
 from pyrula.journal import Exchanges, open_store  # noqa: E402
+from pyrula.journal.keys import namespace_prefix  # noqa: E402
 from pyrula.runtime import RunStore  # noqa: E402
 
 ALL_FOUR = {

@@ -5,17 +5,10 @@ from pyrula.errors import (
     DurableInvocationCancelled,
     ProviderStreamTruncated,
     ReplayInputChanged,
+    ToolRefused,
     UnjournaledSurface,
 )
-from pyrula.runtime import (
-    AgentContext,
-    AgentLimits,
-    LLMRate,
-    ToolContext,
-    ToolRefused,
-    agent,
-    tool,
-)
+from pyrula.runtime import AgentContext, AgentLimits, LLMRate, ToolContext, agent, tool
 
 __all__ = [
     "AgentContext",

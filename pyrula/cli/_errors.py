@@ -1,30 +1,7 @@
-"""Errors of the `pyrula journal` commands. Each message names the fix."""
+"""Errors of the `pyrula journal` commands; they live in `pyrula.errors` with every other."""
 
 from __future__ import annotations
 
-from pyrula.errors import PyrulaError
+from pyrula.errors import AmbiguousRecord, BadExport, JournalCommandError, UnknownRecord
 
-
-class JournalCommandError(PyrulaError):
-    """A `pyrula journal` command could not do what it was asked."""
-
-
-class UnknownRecord(JournalCommandError):
-    """No recorded exchange has an id starting with the given prefix."""
-
-
-class AmbiguousRecord(JournalCommandError):
-    """More than one recorded exchange has an id starting with the given prefix."""
-
-    def __init__(self, prefix: str, candidates: list[str]) -> None:
-        self.prefix = prefix
-        self.candidates = candidates
-        shown = ", ".join(candidates[:8]) + (", ..." if len(candidates) > 8 else "")
-        super().__init__(
-            f"id prefix {prefix!r} matches {len(candidates)} exchanges ({shown}); "
-            "give more characters of the id"
-        )
-
-
-class BadExport(JournalCommandError):
-    """A file given to `pyrula journal import` is not a JSONL export this Pyrula can read."""
+__all__ = ["AmbiguousRecord", "BadExport", "JournalCommandError", "UnknownRecord"]

@@ -13,27 +13,17 @@ from __future__ import annotations
 
 import base64
 import binascii
-import dataclasses
 import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import lmdb
-
-from pyrula.cassette import CASSETTE_PREFIX, split_key
 from pyrula.cli._errors import BadExport
 from pyrula.cli._records import Loaded
-from pyrula.errors import StoreCorrupt
-from pyrula.journal import blobs
-from pyrula.journal.exchanges import (
-    ExchangeRecord,
-    _decode,
-    _encode,
-    _pack,
-    _page_key,
-)
+from pyrula.errors import RestoreRefused, StoreCorrupt
+from pyrula.journal.exchanges import ExchangeRecord, Exchanges, StoredExchange
+from pyrula.journal.keys import CASSETTE_PREFIX, split_key
 from pyrula.journal.store import Store
 
 EXPORT_FORMAT = 1
@@ -153,41 +143,11 @@ class Imported:
 
 
 def write(store: Store, incoming: list[Incoming]) -> Imported:
-    """Write parsed exchanges under their own keys and ids, all in one transaction.
-
-    This is `Exchanges.put` with the record given rather than made: the id, timestamps and
-    elapsed time are the exported ones, so the store reads back as it was exported.
-    """
-    db, frames_db, blobs_db = store.exchanges_db, store.frames_db, store.blobs_db
-    packed = [_pack(item.frames) for item in incoming]
-
-    def commit(txn: lmdb.Transaction) -> Imported:
-        # Frame pages are keyed by record id: an id may belong to one key only.
-        owners = {_decode(value)[0].id: bytes(key) for key, value in txn.cursor(db=db)}
-        replaced = 0
-        for item, pages in zip(incoming, packed, strict=True):
-            owner = owners.get(item.record.id)
-            if owner is not None and owner != item.key:
-                raise BadExport(
-                    f"line {item.line}: record id {item.record.id} already belongs to another "
-                    "exchange in this store; import into a store without it"
-                )
-            ref = blobs.put_request(txn, blobs_db, item.request)
-            if ref != item.record.request:
-                raise BadExport(
-                    f"line {item.line}: the request document does not match the record's "
-                    "reference (was the file edited?); export it again"
-                )
-            record = dataclasses.replace(item.record, pages=len(pages))
-            old = txn.get(item.key, db=db)
-            if old is not None:
-                replaced += 1
-                previous = _decode(old)[0]
-                for page in range(1, previous.pages):
-                    txn.delete(_page_key(previous.id, page), db=frames_db)
-            txn.put(item.key, _encode(record, pages[0]), db=db)
-            for number, page_bytes in enumerate(pages[1:], start=1):
-                txn.put(_page_key(record.id, number), page_bytes, db=frames_db)
-        return Imported(len(incoming), replaced)
-
-    return store.write(commit)
+    """Write parsed exchanges under their own keys and ids, all in one transaction: the id,
+    timestamps and elapsed time are the exported ones, so the store reads back as exported."""
+    exchanges = [StoredExchange(i.key, i.record, i.request, i.frames) for i in incoming]
+    try:
+        replaced = Exchanges(store).restore(exchanges)
+    except RestoreRefused as refused:
+        raise BadExport(f"line {incoming[refused.index].line}: {refused}") from refused
+    return Imported(len(incoming), replaced)

@@ -11,10 +11,10 @@ from typing import Any
 
 import lmdb
 
-from pyrula.cassette import CASSETTE_PREFIX, split_key
 from pyrula.cli._errors import AmbiguousRecord, UnknownRecord
 from pyrula.errors import StoreCorrupt
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
+from pyrula.journal.keys import CASSETTE_PREFIX, split_key
 from pyrula.journal.store import Store
 
 _DAY = 86400.0

@@ -25,11 +25,11 @@ from rich.console import Console
 from rich.table import Table
 
 import pyrula
-from pyrula.cassette import namespace_prefix, split_key
 from pyrula.demo.stacks import http_client, stack_name, uses_httpx2
 from pyrula.demo.standin import Served, StandIn
 from pyrula.errors import OfflineViolation, PyrulaError
 from pyrula.journal import Exchanges, open_store
+from pyrula.journal.keys import namespace_prefix, split_key
 
 C = TypeVar("C")
 

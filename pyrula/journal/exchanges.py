@@ -12,17 +12,18 @@ stays bounded by a page, not by the reply.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import struct
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import lmdb
 
-from pyrula.errors import StoreCorrupt
+from pyrula.errors import RestoreRefused, StoreCorrupt
 from pyrula.journal import blobs
 from pyrula.journal.store import Store
 
@@ -71,6 +72,35 @@ class ExchangeRecord:
         data = dict(data)
         data["headers"] = [(str(k), str(v)) for k, v in data["headers"]]
         return cls(**data)
+
+
+@dataclass(frozen=True, slots=True)
+class Exchange:
+    """One live exchange to write, already scrubbed: `Exchanges.put` makes its record."""
+
+    request_doc: dict[str, Any]  # the scrubbed canonical request, kept once in `blobs`
+    surface: str
+    fingerprint: str
+    method: str
+    url: str
+    status: int
+    headers: list[tuple[str, str]]
+    frames: list[bytes]
+    streamed: bool
+    elapsed_ms: float
+    namespace: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StoredExchange:
+    """An exchange as a store holds it (one line of an export): its key, its record header,
+    its request document and its frames."""
+
+    key: bytes
+    record: ExchangeRecord
+    request: dict[str, Any]
+    frames: list[bytes]
 
 
 def _pack(frames: Iterable[bytes]) -> list[bytes]:
@@ -139,19 +169,8 @@ class Exchanges:
     def put(
         self,
         key: bytes,
+        exchange: Exchange,
         *,
-        request_doc: dict[str, Any],
-        surface: str,
-        fingerprint: str,
-        method: str,
-        url: str,
-        status: int,
-        headers: list[tuple[str, str]],
-        frames: list[bytes],
-        streamed: bool,
-        elapsed_ms: float,
-        namespace: str = "",
-        extra: dict[str, Any] | None = None,
         also: Callable[[lmdb.Transaction, ExchangeRecord], None] | None = None,
     ) -> ExchangeRecord:
         """Write one exchange in one committed transaction (replacing any record under `key`).
@@ -159,42 +178,97 @@ class Exchanges:
         `also` runs inside the same transaction, after the record is written, so the facts it
         adds (a run's fence check, its metering event) commit with the exchange or not at all.
         """
+        frames = exchange.frames
         size = sum(len(f) for f in frames)
-        self.store.check_size(size + len(json.dumps(request_doc)), "recorded exchange")
+        self.store.check_size(size + len(json.dumps(exchange.request_doc)), "recorded exchange")
         pages = _pack(frames)
         record_id = os.urandom(16).hex()
 
         def write(txn: lmdb.Transaction) -> ExchangeRecord:
-            ref = blobs.put_request(txn, self._blobs, request_doc)
+            ref = blobs.put_request(txn, self._blobs, exchange.request_doc)
             record = ExchangeRecord(
                 id=record_id,
-                surface=surface,
-                fingerprint=fingerprint,
+                surface=exchange.surface,
+                fingerprint=exchange.fingerprint,
                 request=ref,
-                method=method,
-                url=url,
-                status=status,
-                headers=headers,
+                method=exchange.method,
+                url=exchange.url,
+                status=exchange.status,
+                headers=exchange.headers,
                 frames=len(frames),
                 size=size,
                 pages=len(pages),
-                streamed=streamed,
+                streamed=exchange.streamed,
                 recorded_at=time.time(),
-                elapsed_ms=round(elapsed_ms, 3),
-                namespace=namespace,
-                extra=extra or {},
+                elapsed_ms=round(exchange.elapsed_ms, 3),
+                namespace=exchange.namespace,
+                extra=exchange.extra,
             )
-            old = txn.get(key, db=self._db)
-            if old is not None:
-                self._delete_pages(txn, _decode(old)[0])
-            txn.put(key, _encode(record, pages[0]), db=self._db)
-            for number, page in enumerate(pages[1:], start=1):
-                txn.put(_page_key(record_id, number), page, db=self._frames)
+            self._write_record(txn, key, record, pages)
             if also is not None:
                 also(txn, record)
             return record
 
         return self.store.write(write)
+
+    def restore(self, exchanges: Sequence[StoredExchange]) -> int:
+        """Write exchanges exactly as they were stored (their keys, ids, timestamps and elapsed
+        times), all in one transaction; return how many replaced a record under the same key.
+
+        Nothing is written when one cannot be: its record id belongs to another key here, or
+        its request document is not the one its record refers to (`RestoreRefused`, whose
+        `index` says which).
+        """
+        packed = [_pack(item.frames) for item in exchanges]
+
+        def commit(txn: lmdb.Transaction) -> int:
+            # Frame pages are keyed by record id: an id may belong to one key only.
+            owners = {_decode(v)[0].id: bytes(k) for k, v in txn.cursor(db=self._db)}
+            replaced = 0
+            for index, (item, pages) in enumerate(zip(exchanges, packed, strict=True)):
+                owner = owners.get(item.record.id)
+                if owner is not None and owner != item.key:
+                    raise RestoreRefused(
+                        f"record id {item.record.id} already belongs to another exchange in "
+                        "this store; import into a store without it",
+                        index=index,
+                    )
+                ref = blobs.put_request(txn, self._blobs, item.request)
+                if ref != item.record.request:
+                    raise RestoreRefused(
+                        "the request document does not match the record's reference (was the "
+                        "file edited?); export it again",
+                        index=index,
+                    )
+                record = dataclasses.replace(item.record, pages=len(pages))
+                replaced += txn.get(item.key, db=self._db) is not None
+                self._write_record(txn, item.key, record, pages)
+            return replaced
+
+        return self.store.write(commit)
+
+    def copy(self, key: bytes, to: bytes) -> bool:
+        """Make the record under `key` answer under `to` as well (a forked run's calls); return
+        whether there was one. Both keys share the record's id and its frame pages."""
+
+        def write(txn: lmdb.Transaction) -> bool:
+            value = txn.get(key, db=self._db)
+            if value is not None:
+                txn.put(to, value, db=self._db)
+            return value is not None
+
+        return self.store.write(write)
+
+    def _write_record(
+        self, txn: lmdb.Transaction, key: bytes, record: ExchangeRecord, pages: list[bytes]
+    ) -> None:
+        """Put `record` and its pages under `key`, dropping the pages of the record it replaces."""
+        old = txn.get(key, db=self._db)
+        if old is not None:
+            self._delete_pages(txn, _decode(old)[0])
+        txn.put(key, _encode(record, pages[0]), db=self._db)
+        for number, page in enumerate(pages[1:], start=1):
+            txn.put(_page_key(record.id, number), page, db=self._frames)
 
     def _delete_pages(self, txn: lmdb.Transaction, record: ExchangeRecord) -> None:
         for page in range(1, record.pages):

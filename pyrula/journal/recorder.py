@@ -11,7 +11,7 @@ import lmdb
 
 from pyrula.fingerprints import Canonical, RequestParts, canonical_json
 from pyrula.journal import scrub
-from pyrula.journal.exchanges import ExchangeRecord, Exchanges
+from pyrula.journal.exchanges import Exchange, ExchangeRecord, Exchanges
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,8 +67,7 @@ def record_exchange(
         (k, scrub.scrub_bytes(v.encode(), secrets).decode())
         for k, v in scrub.kept_reply_headers(reply.headers, keep_encoding=not reply.decoded)
     ]
-    return exchanges.put(
-        key,
+    exchange = Exchange(
         request_doc=request_document(parts, canonical, secrets),
         surface=canonical.surface,
         fingerprint=canonical.digest,
@@ -80,6 +79,6 @@ def record_exchange(
         streamed=reply.streamed,
         elapsed_ms=reply.elapsed_ms,
         namespace=namespace,
-        extra=extra,
-        also=also,
+        extra=extra or {},
     )
+    return exchanges.put(key, exchange, also=also)

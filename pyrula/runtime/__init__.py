@@ -1,5 +1,6 @@
 """Durable runs: workflows and agents whose steps, tools and model calls replay after a crash."""
 
+from pyrula.errors import ToolRefused
 from pyrula.runtime.client import (
     RunHandle,
     answer,
@@ -15,7 +16,6 @@ from pyrula.runtime.metering import prices
 from pyrula.runtime.ratelimit import LLMRate
 from pyrula.runtime.registry import Definition, agent, tool, workflow
 from pyrula.runtime.runstore import Event, RunRecord, RunStore
-from pyrula.runtime.tools import ToolRefused
 from pyrula.runtime.worker import Worker
 
 __all__ = [

@@ -17,10 +17,10 @@ from pyrula.errors import (
     StepFailed,
 )
 from pyrula.journal.exchanges import Exchanges
+from pyrula.journal.keys import run_key
 from pyrula.journal.store import Store, open_store
 from pyrula.runtime.attempt import Attempt
 from pyrula.runtime.failures import rebuild_error
-from pyrula.runtime.positions import exchange_key
 from pyrula.runtime.registry import Definition
 from pyrula.runtime.runstore import (
     CANCELLED,
@@ -195,15 +195,7 @@ def fork(run_id: str, at_seq: int, *, store: StoreLike = None) -> RunHandle:
         position = payload.get("position")
         if kind == "llm:done" and isinstance(position, str):
             scope, _, index = position.rpartition("/llm")
-            old = exchange_key(run_id, scope, int(index))
-            new = exchange_key(new_id, scope, int(index))
-
-            def copy(txn: Any, old: bytes = old, new: bytes = new) -> None:
-                value = txn.get(old, db=exchanges._db)
-                if value is not None:
-                    txn.put(new, value, db=exchanges._db)
-
-            journal.store.write(copy)
+            exchanges.copy(run_key(run_id, scope, int(index)), run_key(new_id, scope, int(index)))
     record, _ = journal.submit(
         source.name,
         data,

@@ -1,20 +1,16 @@
-"""Positions: where in a run each durable operation happens, and the key of a model call's exchange.
+"""Positions: where in a run each durable operation happens.
 
 A run's body re-executes from the top on every attempt. Each durable operation takes the next
 position in its replay scope (`main`, `thread:<n>`, `map:<n>:<i>`, or a step's id); a position
 with a journaled outcome returns that outcome instead of doing the work again. Model calls are
-journaled exchanges under `(run, scope, index)`.
+journaled exchanges under `(run, scope, index)` (`pyrula.journal.keys.run_key`).
 """
 
 from __future__ import annotations
 
-import struct
 import threading
 from collections import defaultdict
 from dataclasses import dataclass
-
-_U32 = struct.Struct(">I")
-RUN_PREFIX = b"r\x00"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +41,3 @@ class Positions:
             index = self._taken[(scope, kind)]
             self._taken[(scope, kind)] = index + 1
         return f"{scope}/{kind}{index}"
-
-
-def exchange_key(run_id: str, scope: str, index: int) -> bytes:
-    """The exchange key of the model call at `<scope>/llm<index>` of a run."""
-    return RUN_PREFIX + run_id.encode() + b"\x00" + scope.encode() + b"\x00" + _U32.pack(index)

@@ -23,6 +23,7 @@ from pyrula.errors import (
 from pyrula.fingerprints import Canonical, RequestParts, diff
 from pyrula.journal import scrub
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
+from pyrula.journal.keys import run_key
 from pyrula.journal.recorder import Reply, record_exchange
 from pyrula.runtime.calls import (
     ERROR_HEADERS,
@@ -36,9 +37,9 @@ from pyrula.runtime.limits import Reservation
 from pyrula.runtime.llm_events import llm_payload
 from pyrula.runtime.media import billable_request_bytes
 from pyrula.runtime.metering import arrived_output_tokens
-from pyrula.runtime.positions import Scope, exchange_key
+from pyrula.runtime.positions import Scope
 from pyrula.runtime.runstore import Event
-from pyrula.transport.core import Live, Plan, Replay
+from pyrula.transport.core import Callbacks, Live, Plan, Replay
 from pyrula.transport.framing import completion_for
 
 if TYPE_CHECKING:
@@ -105,8 +106,10 @@ class RunSession:
                 billable_request_bytes(parts.body, canonical.surface), canonical.meta
             )
             return Live(
-                self._meter_only(canonical, scope, reservation),
-                self._estimate(canonical, scope, reservation, None),
+                Callbacks(
+                    self._meter_only(canonical, scope, reservation),
+                    self._estimate(canonical, scope, reservation, None),
+                )
             )
         frame = run.call
         if frame is not None and frame.digest not in (None, canonical.digest):
@@ -141,7 +144,7 @@ class RunSession:
         commit = self._journaled(key, position, parts, canonical, scope, reservation)
         estimate = self._estimate(canonical, scope, reservation, position)
         if frame is None:
-            return Live(commit, estimate)
+            return Live(Callbacks(commit, estimate))
         stopped = self._journaled(
             key, position, parts, canonical, scope, reservation, estimated=True
         )
@@ -153,7 +156,7 @@ class RunSession:
         """The next model-call position of the current scope, and its exchange key."""
         position = self._attempt.next_position("llm")
         index = int(position.rsplit("llm", 1)[1])
-        return position, exchange_key(self._run_id, current_run().scope.name, index)
+        return position, run_key(self._run_id, current_run().scope.name, index)
 
     def replays(self, frame: CallFrame) -> bool:
         """Whether the SDK call of `frame` will be answered from the journal (its reply, its
@@ -218,7 +221,7 @@ class RunSession:
                 frame.sent = None
             self._truncated(frame, reply, sent)
 
-        return Live(complete, abandon, truncated)
+        return Live(Callbacks(complete, abandon, truncated))
 
     def _truncated(
         self,

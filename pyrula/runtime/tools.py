@@ -4,15 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrula.errors import PyrulaError
+from pyrula.errors import ToolRefused
 from pyrula.runtime.calls import current_run
 from pyrula.runtime.context import ToolContext, WorkflowContext, call_awaited
 from pyrula.runtime.registry import ToolDefinition
-
-
-class ToolRefused(PyrulaError):
-    """A tool call was not allowed: a reviewer declined it, or its per-run limit is reached."""
-
 
 # The answers (to `pyrula runs answer` or `answer()`) that approve a parked tool call; any other
 # answer declines it, and the call raises `ToolRefused`.

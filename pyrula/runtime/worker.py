@@ -48,7 +48,7 @@ from pyrula.runtime.runstore import (
     RunRecord,
     RunStore,
 )
-from pyrula.transport.core import _current as current_session
+from pyrula.transport.core import pop_session, push_session
 
 log = logging.getLogger("pyrula.worker")
 
@@ -218,9 +218,13 @@ class Worker:
         args, kwargs = data.get("args", []), data.get("kwargs", {})
 
         async def body() -> Any:
-            current_session.set(attempt.session)
-            with running(attempt):
-                return await definition.fn(ctx, *args, **kwargs)
+            # This task's context only: threads started without it do not see the run.
+            session = push_session(attempt.session, process_wide=False)
+            try:
+                with running(attempt):
+                    return await definition.fn(ctx, *args, **kwargs)
+            finally:
+                pop_session(attempt.session, session)
 
         task = asyncio.ensure_future(body())
         self._bodies[run.id] = task

@@ -1,6 +1,7 @@
-"""Journaling transports for httpx and httpx2, sync and async, over one core.
+"""Journaling transports over one core: httpx and httpx2, sync and async, and botocore's hook.
 
-The adapters load on first use: the runtime needs the core and the framing, not the HTTP stacks.
+The adapters load on first use: the runtime needs the core and the framing, not the HTTP stacks
+(and botocore is an optional dependency).
 """
 
 from __future__ import annotations
@@ -15,11 +16,29 @@ if TYPE_CHECKING:
         Httpx2Transport,
         HttpxTransport,
     )
+    from pyrula.transport.botocore import BotocoreHook, journal_botocore
 
-__all__ = ["AsyncHttpx2Transport", "AsyncHttpxTransport", "Httpx2Transport", "HttpxTransport"]
+_WHERE = {
+    "AsyncHttpx2Transport": "pyrula.transport.adapters",
+    "AsyncHttpxTransport": "pyrula.transport.adapters",
+    "Httpx2Transport": "pyrula.transport.adapters",
+    "HttpxTransport": "pyrula.transport.adapters",
+    "BotocoreHook": "pyrula.transport.botocore",
+    "journal_botocore": "pyrula.transport.botocore",
+}
+
+__all__ = [
+    "AsyncHttpx2Transport",
+    "AsyncHttpxTransport",
+    "BotocoreHook",
+    "Httpx2Transport",
+    "HttpxTransport",
+    "journal_botocore",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name not in __all__:
+    module = _WHERE.get(name)
+    if module is None:
         raise AttributeError(f"module 'pyrula.transport' has no attribute {name!r}")
-    return getattr(importlib.import_module("pyrula.transport.adapters"), name)
+    return getattr(importlib.import_module(module), name)

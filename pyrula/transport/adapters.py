@@ -15,7 +15,14 @@ import httpx
 import httpx2
 
 from pyrula.fingerprints import Canonical
-from pyrula.transport.core import JournalCore, Live, Recording, Replay, Session
+from pyrula.transport.core import (
+    Live,
+    Recording,
+    Replay,
+    Session,
+    current_session,
+    plan_request,
+)
 
 _REPLAY_EXTENSIONS = {"http_version": b"HTTP/1.1", "reason_phrase": b""}
 
@@ -86,7 +93,7 @@ class _Adapter:
 
     def __init__(self, inner: Any = None, *, session: Session | None = None) -> None:
         self._inner = inner
-        self._core = JournalCore(session)
+        self._session = session
         self._sync_frames, self._async_frames, self._sync_tee, self._async_tee = _STREAMS[self._lib]
 
     def _replayed(self, plan: Replay, request: Any, *, sync: bool) -> Any:
@@ -102,10 +109,10 @@ class _Adapter:
     def _teed(
         self, response: Any, plan: Live, canonical: Canonical, started: float, *, sync: bool
     ) -> Any:
-        if plan.on_complete is None:
+        if plan.sink is None:
             return response
         headers = list(response.headers.multi_items())
-        recording = JournalCore.recording(canonical, response.status_code, headers, plan, started)
+        recording = Recording(canonical, response.status_code, headers, plan.sink, started)
         tee = (self._sync_tee if sync else self._async_tee)(response.stream, recording)
         return self._lib.Response(
             response.status_code,
@@ -126,11 +133,11 @@ def _has_request(response: Any) -> bool:
 
 class _SyncAdapter(_Adapter):
     def handle_request(self, request: Any) -> Any:
-        session = self._core.session()
+        session = self._session or current_session()
         if session is None:
             return self._inner_transport().handle_request(request)
         request.read()
-        plan, canonical = self._core.plan(session, *_request_parts(request), blocking=True)
+        plan, canonical = plan_request(session, *_request_parts(request), blocking=True)
         if isinstance(plan, Replay):
             return self._replayed(plan, request, sync=True)
         inner = self._inner_transport()
@@ -151,11 +158,11 @@ class _SyncAdapter(_Adapter):
 
 class _AsyncAdapter(_Adapter):
     async def handle_async_request(self, request: Any) -> Any:
-        session = self._core.session()
+        session = self._session or current_session()
         if session is None:
             return await self._inner_transport().handle_async_request(request)
         await request.aread()
-        plan, canonical = self._core.plan(session, *_request_parts(request), blocking=False)
+        plan, canonical = plan_request(session, *_request_parts(request), blocking=False)
         if isinstance(plan, Replay):
             return self._replayed(plan, request, sync=False)
         inner = self._inner_transport()

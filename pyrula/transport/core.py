@@ -1,6 +1,7 @@
 """The stack-neutral journal core: here is a request; give me a reply, recorded or replayed.
 
-The four transport adapters (httpx and httpx2, sync and async) only translate types around this.
+The adapters only translate types around this: four transports (httpx and httpx2, sync and async)
+and botocore's `before-send` hook (`pyrula.transport.botocore`).
 Who decides between recording and replaying is a `Session` (a cassette now, a run later); the core
 does the framing, teeing and committing that every session needs.
 """
@@ -33,16 +34,44 @@ class Replay:
     frames: Iterator[bytes]
 
 
-@dataclass(frozen=True, slots=True)
-class Live:
-    """Send the request; `on_complete` (when set) receives the reply once it is whole, and
-    `on_abandon` what had arrived when a reply ends unfinished (closed early, or truncated).
-    `on_truncated`, when set, takes a truncated reply instead of `on_abandon`; what it raises
-    reaches the reader of the stream."""
+class Sink(Protocol):
+    """Where a live reply goes as the tee sees it end."""
 
-    on_complete: Callable[[Reply], None] | None
+    def complete(self, reply: Reply) -> None:
+        """The reply is whole by its provider's rules (and again if bytes follow its end)."""
+
+    def abandon(self, reply: Reply) -> None:
+        """The reader stopped before the reply was whole: what had arrived."""
+
+    def truncated(self, reply: Reply) -> None:
+        """The reply ended before its terminal frame; what this raises reaches the reader."""
+
+
+@dataclass(frozen=True, slots=True)
+class Callbacks:
+    """A `Sink` made of functions: `on_abandon` (when set) takes an unfinished reply, and
+    `on_truncated` a truncated one (default: `on_abandon`)."""
+
+    on_complete: Callable[[Reply], None]
     on_abandon: Callable[[Reply], None] | None = None
     on_truncated: Callable[[Reply], None] | None = None
+
+    def complete(self, reply: Reply) -> None:
+        self.on_complete(reply)
+
+    def abandon(self, reply: Reply) -> None:
+        if self.on_abandon is not None:
+            self.on_abandon(reply)
+
+    def truncated(self, reply: Reply) -> None:
+        (self.on_truncated or self.abandon)(reply)
+
+
+@dataclass(frozen=True, slots=True)
+class Live:
+    """Send the request; the reply goes to `sink` as it arrives (None: keep nothing)."""
+
+    sink: Sink | None
 
 
 Plan = Replay | Live
@@ -87,13 +116,10 @@ class Recording:
         canonical: Canonical,
         status: int,
         headers: list[tuple[str, str]],
-        on_complete: Callable[[Reply], None],
+        sink: Sink,
         started: float,
-        on_abandon: Callable[[Reply], None] | None = None,
-        on_truncated: Callable[[Reply], None] | None = None,
     ) -> None:
-        self._on_abandon = on_abandon
-        self._on_truncated = on_truncated
+        self._sink = sink
         lowered = {k.lower(): v for k, v in headers}
         self._decoder: Decoder | None = decoder_for(lowered.get("content-encoding", ""))
         content_type = lowered.get("content-type", "")
@@ -105,7 +131,6 @@ class Recording:
         )
         self._status = status
         self._headers = headers
-        self._on_complete = on_complete
         self._started = started
         self._streamed = is_streamed(content_type)  # SSE, or AWS `vnd.amazon.eventstream`
         self._frames: list[bytes] = []
@@ -140,29 +165,22 @@ class Recording:
             self._commit()
         elif not self._committed_frames:
             self.finished = True
-            if self._on_truncated is not None:
-                self._on_truncated(self._reply(list(self._frames)))
-            else:
-                self._abandoned()  # truncated: never recorded as complete
+            self._sink.truncated(self._reply(list(self._frames)))  # never recorded as complete
         self.finished = True
 
     def abandon(self) -> None:
         """The caller stopped reading. A reply already complete keeps what arrived after its
         terminal frame (a usage chunk the SDK did not read to); an unfinished one is dropped."""
         if not self.finished and not self._committed_frames:
-            self._abandoned()
+            self._sink.abandon(self._reply(list(self._frames)))
         elif not self.finished and len(self._frames) > self._committed_frames:
             self._commit()
         self.finished = True
         self._frames = []
 
-    def _abandoned(self) -> None:
-        if self._on_abandon is not None:
-            self._on_abandon(self._reply(list(self._frames)))
-
     def _commit(self) -> None:
         self._committed_frames = len(self._frames)
-        self._on_complete(self._reply(list(self._frames)))
+        self._sink.complete(self._reply(list(self._frames)))
 
     def _reply(self, frames: list[bytes]) -> Reply:
         return Reply(
@@ -175,45 +193,16 @@ class Recording:
         )
 
 
-class JournalCore:
-    """Turns a request into a plan, using the bound session or the one active in context."""
-
-    def __init__(self, session: Session | None = None) -> None:
-        self._session = session
-
-    def session(self) -> Session | None:
-        """The session this request answers to; None means pass it through untouched."""
-        return self._session or current_session()
-
-    @staticmethod
-    def plan(
-        session: Session,
-        method: str,
-        url: str,
-        headers: Mapping[str, str],
-        body: bytes,
-        *,
-        blocking: bool,
-    ) -> tuple[Plan, Canonical]:
-        parts = RequestParts(method=method, url=url, headers=headers, body=body)
-        canonical = canonicalize(parts)
-        return session.plan(parts, canonical, blocking=blocking), canonical
-
-    @staticmethod
-    def recording(
-        canonical: Canonical,
-        status: int,
-        headers: list[tuple[str, str]],
-        plan: Live,
-        started: float,
-    ) -> Recording:
-        assert plan.on_complete is not None
-        return Recording(
-            canonical,
-            status,
-            headers,
-            plan.on_complete,
-            started,
-            plan.on_abandon,
-            plan.on_truncated,
-        )
+def plan_request(
+    session: Session,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    blocking: bool,
+) -> tuple[Plan, Canonical]:
+    """Fingerprint a request and ask `session` what to do with it."""
+    parts = RequestParts(method=method, url=url, headers=headers, body=body)
+    canonical = canonicalize(parts)
+    return session.plan(parts, canonical, blocking=blocking), canonical

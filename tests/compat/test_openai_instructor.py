@@ -57,10 +57,10 @@ def _async_client(stub: Upstream) -> Any:
 
 def _journaled_messages(handle: Any) -> list[Any]:
     """The messages each journaled exchange of the run is fingerprinted on, in position order."""
-    from pyrula.runtime.positions import RUN_PREFIX
+    from pyrula.journal.keys import run_prefix
 
     exchanges = Exchanges(handle.journal.store)
-    found = exchanges.scan(RUN_PREFIX + handle.id.encode() + b"\x00")
+    found = exchanges.scan(run_prefix(handle.id))
     return [exchanges.request(record)["compared"]["messages"] for _key, record in sorted(found)]
 
 

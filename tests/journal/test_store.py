@@ -8,23 +8,25 @@ import lmdb
 import pytest
 
 from pyrula.errors import NotAStore, PayloadTooLarge, StoreCorrupt, StoreFormatError
-from pyrula.journal import Exchanges, Store
+from pyrula.journal import Exchange, Exchanges, Store
 from pyrula.journal.store import STORE_FORMAT
 
 
 def _put(exchanges: Exchanges, key: bytes, body: bytes) -> None:
     exchanges.put(
         key,
-        request_doc={"surface": "generic", "compared": {"k": key.hex()}, "meta": {}},
-        surface="generic",
-        fingerprint=hashlib.sha256(key).hexdigest(),
-        method="POST",
-        url="http://x.test/",
-        status=200,
-        headers=[("content-type", "application/json")],
-        frames=[body],
-        streamed=False,
-        elapsed_ms=1.0,
+        Exchange(
+            request_doc={"surface": "generic", "compared": {"k": key.hex()}, "meta": {}},
+            surface="generic",
+            fingerprint=hashlib.sha256(key).hexdigest(),
+            method="POST",
+            url="http://x.test/",
+            status=200,
+            headers=[("content-type", "application/json")],
+            frames=[body],
+            streamed=False,
+            elapsed_ms=1.0,
+        ),
     )
 
 
@@ -112,16 +114,18 @@ def test_a_reply_larger_than_a_page_replays_frame_by_frame(tmp_path):
         exchanges = Exchanges(store)
         exchanges.put(
             b"k",
-            request_doc={"compared": {}},
-            surface="generic",
-            fingerprint="0" * 64,
-            method="POST",
-            url="http://x.test/",
-            status=200,
-            headers=[],
-            frames=frames,
-            streamed=True,
-            elapsed_ms=0,
+            Exchange(
+                request_doc={"compared": {}},
+                surface="generic",
+                fingerprint="0" * 64,
+                method="POST",
+                url="http://x.test/",
+                status=200,
+                headers=[],
+                frames=frames,
+                streamed=True,
+                elapsed_ms=0,
+            ),
         )
         record, first = exchanges.get(b"k")  # type: ignore[misc]
         assert record.pages > 1

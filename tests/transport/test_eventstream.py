@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from pyrula.fingerprints import RequestParts, canonicalize
 
 from pyrula.errors import PyrulaError, StreamFormatError
-from pyrula.transport.core import Recording
+from pyrula.transport.core import Callbacks, Recording
 from pyrula.transport.eventstream import (
     CONTENT_TYPE,
     EventStreamDecoder,
@@ -242,7 +242,7 @@ def test_an_aws_event_stream_reply_is_recorded_as_streamed():
     canonical = canonicalize(RequestParts("POST", url, {}, body))
     replies = []
     recording = Recording(
-        canonical, 200, [("content-type", CONTENT_TYPE)], replies.append, started=0.0
+        canonical, 200, [("content-type", CONTENT_TYPE)], Callbacks(replies.append), started=0.0
     )
     for frame in CONVERSE:
         recording.feed(frame)

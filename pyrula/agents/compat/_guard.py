@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 from pyrula.agents.compat._surfaces import SurfaceTable, Verdict
 from pyrula.errors import UnjournaledSurface
 from pyrula.runtime.calls import current_run, passed_through, runs_bound
+from pyrula.transport.core import current_session
 
 T = TypeVar("T")
 
@@ -39,6 +40,8 @@ _warned_sites: set[tuple[str, int]] = set()
 
 
 def _warn_unjournaled(client: Any) -> None:
+    if current_session() is not None:
+        return  # a cassette journals the call
     if runs_bound():
         # A run is executing in this process, but this call does not carry its context: a
         # thread started with threading/ThreadPoolExecutor/run_in_executor instead of the run's.

@@ -7,25 +7,23 @@ and changes two things on that one instance:
   run: `converse` / `converse_stream` run as one journaled call (one journal position, botocore's
   retries included, its final error journaled), a passed-through operation runs untouched, a
   refused one raises `UnjournaledSurface` before anything is signed or sent;
-- a `before-send.bedrock-runtime.<Op>` hook for the two journaled operations answers a journaled
-  call with its recorded reply (an `AWSResponse`, nothing sent), and sends a live one itself
-  through the client's own endpoint session (its proxies, timeouts and pool), teeing the reply
-  into the journal as botocore reads it.
+- the botocore adapter (`pyrula.transport.botocore`) is installed on the client: inside a run
+  it answers a journaled call with its recorded reply (nothing sent), or sends a live one itself
+  through the client's own endpoint session, teeing the reply into the journal.
 
-Outside a run every call passes through untouched.
+Inside `pyrula.cassette(...)` every call records and replays as an httpx SDK's does; outside a
+run and a cassette every call passes through untouched.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import time
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
 import botocore.exceptions
-from botocore.awsrequest import AWSResponse
 from botocore.client import BaseClient
 
 from pyrula.agents.compat._frames import framed
@@ -33,11 +31,9 @@ from pyrula.agents.compat._guard import CallRoute, guarded_call
 from pyrula.agents.compat._rate_slots import RateCall
 from pyrula.agents.compat._registry import register_converter
 from pyrula.agents.compat._surfaces import Surface, SurfaceTable, Verdict
-from pyrula.errors import ProviderStreamTruncated
-from pyrula.fingerprints import Canonical
 from pyrula.runtime.calls import BEDROCK as BEDROCK_KEY
 from pyrula.runtime.calls import LLMRate, ReplayedFailure, current_run
-from pyrula.transport.core import JournalCore, Live, Recording, Replay
+from pyrula.transport.botocore import BotocoreHook, journal_botocore
 
 __all__ = ["TABLE", "journaled_bedrock"]
 
@@ -83,8 +79,8 @@ _REFUSED_TOOL = (
     "a `@tool`"
 )
 
-# Set around a journaled operation's call: its `before-send` journals only then, so a method
-# captured before `journaled_bedrock` (or botocore's own calls) sends as usual.
+# Set around a journaled operation's call: in a run its `before-send` journals only then, so a
+# method captured before `journaled_bedrock` (or botocore's own calls) sends as usual.
 _in_call: ContextVar[bool] = ContextVar("pyrula_bedrock_call", default=False)
 
 
@@ -93,7 +89,8 @@ _in_call: ContextVar[bool] = ContextVar("pyrula_bedrock_call", default=False)
 
 def journaled_bedrock(client: T, *, rate_limit: LLMRate | None = None) -> T:
     """Journal a built boto3 `bedrock-runtime` client's `converse` and `converse_stream` inside
-    a run, in place, and return it; with `rate_limit`, each live call waits for a slot."""
+    a run (and every call inside a cassette), in place, and return it; with `rate_limit`, each
+    live call waits for a slot."""
     if type(client).__module__.split(".")[0] == "instructor":
         raise TypeError(
             "journaled() was handed an instructor client, whose calls would skip the journal; "
@@ -114,11 +111,14 @@ def journaled_bedrock(client: T, *, rate_limit: LLMRate | None = None) -> T:
         method = getattr(client, name, None)  # botocore models some it builds no method for
         if method is not None:
             setattr(client, name, guarded_call(method, name, client, _ROUTE))
-    hook = _JournalHook(client)
-    for operation in ("Converse", "ConverseStream"):
-        client.meta.events.register(
-            f"before-send.{SERVICE}.{operation}", hook, unique_id=f"pyrula-journal-{operation}"
-        )
+    # Inside a run only a guarded call journals, and its error replies are not teed: the call's
+    # outcome is what `_Outcomes` journals once botocore gives up. In a cassette every send is.
+    hook = BotocoreHook(
+        client,
+        journals=lambda: current_run().attempt is None or _in_call.get(),
+        tees_errors=lambda: current_run().attempt is None,
+    )
+    journal_botocore(client, hook=hook)
     client._pyrula_journaled = True  # type: ignore[attr-defined]
     return client
 
@@ -240,139 +240,6 @@ def _rebuilt(client: Any, operation: str, replayed: ReplayedFailure) -> Exceptio
         cls = botocore.exceptions.HTTPClientError
     rebuilt: Exception = cls(endpoint_url=record.url, error=message)
     return rebuilt
-
-
-# -- the transport: botocore's before-send hook ----------------------------------------------
-
-
-class _JournalHook:
-    """`before-send.bedrock-runtime.<Op>`: botocore calls it with each signed request (once per
-    attempt); what it returns replaces the send."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
-    def __call__(self, request: Any, **kwargs: Any) -> AWSResponse | None:
-        session = current_run().session
-        if session is None or not _in_call.get():
-            return None
-        headers = {str(k).lower(): _text(v) for k, v in request.headers.items()}
-        plan, canonical = JournalCore.plan(
-            session, request.method, request.url, headers, _body(request.body), blocking=True
-        )
-        if isinstance(plan, Replay):
-            return AWSResponse(request.url, plan.status, plan.headers, _ReplayedBody(plan.frames))
-        assert isinstance(plan, Live)
-        started = time.perf_counter()
-        # The client's own endpoint session: its proxies, timeouts, TLS settings and pool.
-        response = self._client._endpoint.http_session.send(request)
-        return _teed(response, plan, canonical, started, streamed=bool(request.stream_output))
-
-
-def _text(value: str | bytes) -> str:
-    # botocore encodes header values to bytes before it sends.
-    return value.decode("latin-1") if isinstance(value, bytes) else str(value)
-
-
-def _body(body: Any) -> bytes:
-    if body is None:
-        return b""
-    if isinstance(body, bytes | bytearray):
-        return bytes(body)
-    if isinstance(body, str):
-        return body.encode("utf-8")
-    data = body.read()  # a file-like body: read it for the fingerprint, then rewind for sending
-    body.seek(0)
-    return data if isinstance(data, bytes) else str(data).encode("utf-8")
-
-
-def _teed(
-    response: AWSResponse, plan: Live, canonical: Canonical, started: float, *, streamed: bool
-) -> AWSResponse:
-    if plan.on_complete is None:
-        return response
-    if response.status_code >= 300 and current_run().call is not None:
-        # A service error botocore may still retry: only the one it gives up on is journaled,
-        # as the call's outcome (`_ended`).
-        return response
-    headers = [(str(k), str(v)) for k, v in response.headers.items()]
-    recording = JournalCore.recording(canonical, response.status_code, headers, plan, started)
-    if not streamed:
-        recording.feed(response.content)  # botocore already read the whole body
-        recording.eof()
-        return response
-    response.raw = _TeedStream(response.raw, recording)
-    return response
-
-
-def _stream_broken(cause: BaseException) -> botocore.exceptions.ResponseStreamingError:
-    return botocore.exceptions.ResponseStreamingError(error=cause)
-
-
-class _TeedStream:
-    """A live event-stream's raw urllib3 response, journaled as botocore's `EventStream` reads
-    it. A stream that ends without its last event, or breaks mid-way, raises
-    `ResponseStreamingError`, the same as its replay does."""
-
-    def __init__(self, raw: Any, recording: Recording) -> None:
-        self._raw = raw
-        self._recording = recording
-
-    def stream(self, *args: Any, **kwargs: Any) -> Iterator[bytes]:
-        chunks = self._raw.stream(*args, **kwargs)
-        try:
-            while True:
-                try:
-                    chunk = next(chunks)
-                except StopIteration:
-                    break
-                except Exception as exc:  # urllib3's ProtocolError, ReadTimeoutError, ...
-                    self._end(exc)
-                    raise _stream_broken(exc) from exc
-                self._recording.feed(chunk)
-                yield chunk
-            self._end(None)
-        finally:
-            if not self._recording.finished:  # the reader stopped early (or dropped the stream)
-                self._recording.abandon()
-
-    def _end(self, failure: BaseException | None) -> None:
-        """The bytes stopped: a reply whole by its last event is kept; one cut short is
-        journaled as the call's outcome (inside a run), which raises."""
-        try:
-            self._recording.eof()
-        except ProviderStreamTruncated as cut:
-            raise _stream_broken(failure or cut) from cut
-
-    def close(self) -> None:
-        if not self._recording.finished:
-            self._recording.abandon()
-        self._raw.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._raw, name)
-
-
-class _ReplayedBody:
-    """The recorded reply, where botocore reads a live one (`raw.stream()`)."""
-
-    def __init__(self, frames: Iterator[bytes]) -> None:
-        self._frames = frames
-
-    def stream(self, *args: Any, **kwargs: Any) -> Iterator[bytes]:
-        try:
-            yield from self._frames
-        except ProviderStreamTruncated as cut:  # journaled cut short: raise as it did live
-            raise _stream_broken(cut) from cut
-
-    def read(self, *args: Any, **kwargs: Any) -> bytes:
-        return b"".join(self.stream())
-
-    def close(self) -> None:
-        return None
-
-    def release_conn(self) -> None:
-        return None
 
 
 register_converter("botocore.client", journaled_bedrock)
