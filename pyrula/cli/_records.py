@@ -14,7 +14,7 @@ import lmdb
 from pyrula.cli._errors import AmbiguousRecord, UnknownRecord
 from pyrula.errors import StoreCorrupt
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
-from pyrula.journal.keys import CASSETTE_PREFIX, split_key
+from pyrula.journal.keys import CASSETTE_PREFIX, run_prefix, split_key
 from pyrula.journal.store import Store
 
 _DAY = 86400.0
@@ -62,8 +62,11 @@ class Selection:
     prefix: str | None = None  # cassette names starting with this
     surface: str | None = None
     older_than_days: float | None = None
+    run: str | None = None  # the model calls journaled by this run
 
     def key_prefix(self) -> bytes:
+        if self.run is not None:
+            return run_prefix(self.run)
         return CASSETTE_PREFIX + self.prefix.encode() if self.prefix else b""
 
     def matches(self, record: ExchangeRecord, now: float) -> bool:

@@ -100,6 +100,10 @@ def _sorted(entries: list[Entry]) -> list[Entry]:
 def ls(
     prefix: PrefixArgument = None,
     surface: SurfaceOption = None,
+    run: Annotated[
+        str | None,
+        typer.Option("--run", metavar="RUN", help="Only the model calls this run journaled."),
+    ] = None,
     store: StoreOption = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -109,7 +113,7 @@ def ls(
     """
     with _reported(as_json), opened(store) as journal_store:
         exchanges = Exchanges(journal_store)
-        entries = _sorted(select(exchanges, Selection(prefix, surface)))
+        entries = _sorted(select(exchanges, Selection(prefix, surface, run=run)))
     if as_json:
         _render.emit_json([_render.entry_json(e) for e in entries])
         return

@@ -20,7 +20,7 @@ from pyrula.cli._worker_log import install as install_log
 from pyrula.cli._worker_log import say
 from pyrula.cli.journal import _reported
 from pyrula.journal.store import Store
-from pyrula.runtime import RunRecord, RunStore, Worker, answer, cancel, fork, resume
+from pyrula.runtime import Event, RunRecord, RunStore, Worker, answer, cancel, fork, resume
 from pyrula.runtime.runstore import QUEUED, RUNNING, lease_is_live
 
 runs_app = typer.Typer(help="Inspect and drive durable runs.", no_args_is_help=True)
@@ -93,6 +93,29 @@ def show(run_id: str, store: StoreOption = None, as_json: JsonOption = False) ->
         for event in events:
             table.add_row(str(event.seq), event.type, _detail(event.payload))
         out.print(table)
+        calls = [e for e in events if e.type == "llm:done"]
+        if calls:
+            out.print(_model_calls(calls))
+
+
+def _model_calls(calls: list[Event]) -> Table:
+    """One row per metered model call; `exchange` is the id `pyrula journal show` takes."""
+    table = Table("model call", "model", "tokens", "cost", "exchange", box=None, title=None)
+    for event in calls:
+        payload = event.payload
+        where = payload.get("position") or (
+            f"{payload.get('step_id')} #{payload.get('call_index')} ({payload.get('within')})"
+        )
+        cost = payload.get("cost_usd")
+        tokens = str(payload.get("total_tokens", ""))
+        table.add_row(
+            str(where),
+            str(payload.get("model") or ""),
+            tokens + (" (estimated)" if payload.get("estimated") else ""),
+            "" if cost is None else f"${cost:.6f}",
+            str(payload.get("exchange") or "-")[:12],
+        )
+    return table
 
 
 def _detail(payload: dict[str, Any]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, ParamSpec, TypeVar, get_args, overload
 
 from pyrula.errors import WorkflowNotRegistered
 from pyrula.runtime.limits import AgentLimits
@@ -175,10 +175,21 @@ def context_wanted(fn: Callable[..., Any]) -> str | None:
         params = list(inspect.signature(fn).parameters.values())
     if not params or params[0].annotation is inspect.Parameter.empty:
         return None
-    annotation = params[0].annotation
+    return _context_of(params[0].annotation)
+
+
+def _context_of(annotation: Any) -> str | None:
     if isinstance(annotation, type):
         for cls in annotation.__mro__:
             if cls.__module__.startswith("pyrula.") and cls.__name__ in _CONTEXTS:
                 return _CONTEXTS[cls.__name__]
         return None
-    return _CONTEXTS.get(str(annotation).rpartition(".")[2])
+    members = get_args(annotation)  # `ToolContext | None` and the like
+    if members:
+        found = {_context_of(m) for m in members} - {None}
+        return found.pop() if len(found) == 1 else None
+    text = str(annotation).replace(" ", "")
+    if "|" in text:  # an unresolved string union: "ToolContext | None"
+        found = {_CONTEXTS.get(part.rpartition(".")[2]) for part in text.split("|")} - {None}
+        return found.pop() if len(found) == 1 else None
+    return _CONTEXTS.get(text.rpartition(".")[2])

@@ -19,6 +19,7 @@ from pyrula.errors import (
     ProviderStreamTruncated,
     RecordRefused,
     ReplayInputChanged,
+    RunAttemptEnded,
 )
 from pyrula.fingerprints import Canonical, RequestParts, diff
 from pyrula.journal import scrub
@@ -37,6 +38,7 @@ from pyrula.runtime.limits import Reservation
 from pyrula.runtime.llm_events import llm_payload
 from pyrula.runtime.media import billable_request_bytes
 from pyrula.runtime.metering import arrived_output_tokens
+from pyrula.runtime.open_calls import OpenCalls
 from pyrula.runtime.positions import Scope
 from pyrula.runtime.runstore import Event
 from pyrula.transport.core import Callbacks, Live, Plan, Replay
@@ -91,8 +93,31 @@ class RunSession:
         self._budget = attempt.budget
         self._run_id = attempt.run.id
         self.exchanges = Exchanges(attempt.journal.store)
+        self.open_calls = OpenCalls()
 
     def plan(self, parts: RequestParts, canonical: Canonical, *, blocking: bool = False) -> Plan:
+        if self.open_calls.closed:
+            # A thread the body left running asks after the attempt ended: nothing is sent.
+            raise RunAttemptEnded(
+                f"run {self._run_id}: this attempt has ended, so the call was not sent"
+            )
+        planned = self._plan(parts, canonical, blocking=blocking)
+        if isinstance(planned, Live) and planned.sink is not None:
+            # Tracked until its reply ends, so the attempt's end can settle it (`close`).
+            scope = current_run().scope
+
+            def describe(reply: Reply) -> dict[str, object]:
+                return llm_payload(canonical, reply, scope, None)
+
+            return Live(self.open_calls.track(planned.sink, describe))
+        return planned
+
+    def close(self, *, meter: bool) -> int:
+        """The attempt ends: meter each call still open once, as an estimate (`meter`), and
+        write nothing for any of them after this."""
+        return self.open_calls.close(meter=meter)
+
+    def _plan(self, parts: RequestParts, canonical: Canonical, *, blocking: bool) -> Plan:
         if blocking:
             self._attempt.refuse_loop_thread()
         self._attempt.check_cancel()
@@ -102,13 +127,15 @@ class RunSession:
         scope = run.scope
         if scope.within != "run":
             # Inside a step or tool the unit's result is what is durable: meter, do not journal.
+            # `call_index` counts the unit's model calls (`<unit>/llm<n>`), for the spend record.
+            call_index = int(self._attempt.next_position("llm").rsplit("llm", 1)[1])
             reservation = self._budget.reserve(
                 billable_request_bytes(parts.body, canonical.surface), canonical.meta
             )
             return Live(
                 Callbacks(
-                    self._meter_only(canonical, scope, reservation),
-                    self._estimate(canonical, scope, reservation, None),
+                    self._meter_only(canonical, scope, reservation, call_index),
+                    self._estimate(canonical, scope, reservation, None, call_index),
                 )
             )
         frame = run.call
@@ -359,13 +386,14 @@ class RunSession:
 
         def with_event(txn: lmdb.Transaction, record: ExchangeRecord) -> None:
             self._attempt.journal.check_lease(txn, self._run_id, self._attempt.lease)
+            payload["exchange"] = record.id  # the reply this call replays from
             written.append(self._attempt.journal.append_in(txn, self._run_id, "llm:done", payload))
 
         record_exchange(self.exchanges, key, parts, canonical, reply, extra=extra, also=with_event)
         self._attempt.remember(written)
 
     def _meter_only(
-        self, canonical: Canonical, scope: Scope, reservation: Reservation
+        self, canonical: Canonical, scope: Scope, reservation: Reservation, call_index: int
     ) -> Callable[[Reply], None]:
         done = threading.Event()
 
@@ -374,12 +402,19 @@ class RunSession:
                 return
             done.set()
             self._budget.settle(reservation, None)
-            self._attempt.write("llm:done", llm_payload(canonical, reply, scope, None))
+            payload = llm_payload(canonical, reply, scope, None)
+            payload["call_index"] = call_index
+            self._attempt.write("llm:done", payload)
 
         return meter
 
     def _estimate(
-        self, canonical: Canonical, scope: Scope, reservation: Reservation, position: str | None
+        self,
+        canonical: Canonical,
+        scope: Scope,
+        reservation: Reservation,
+        position: str | None,
+        call_index: int | None = None,
     ) -> Callable[[Reply], None]:
         """Meter, once, a reply that ended unfinished: it was (partly) billed, so it counts, at
         the larger of what it reported and the worst case reserved for it."""
@@ -394,6 +429,8 @@ class RunSession:
                 payload["output_tokens"] = arrived
             payload["total_tokens"] = max(payload["total_tokens"], reservation.tokens)
             payload.update(estimated=True, abandoned_at=position)
+            if call_index is not None:
+                payload["call_index"] = call_index
             self._attempt.write("llm:done", payload)
 
         return meter

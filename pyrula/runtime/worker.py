@@ -261,6 +261,10 @@ class Worker:
             if run.id in self._released:  # the body swallowed the drain's cancellation
                 self._release(run, lease, started)
                 return
+            # A call still open (a stream the body left unread) is metered once now, before the
+            # closing event; nothing about it is written after that.
+            with contextlib.suppress(RunAttemptEnded):
+                attempt.session.close(meter=True)
             if outcome.status in TERMINAL:
                 self._close_children(attempt)
             try:
@@ -279,6 +283,7 @@ class Worker:
                 return
             _log_run(outcome.status, run, lease, started, outcome.error)
         finally:
+            attempt.session.close(meter=False)  # lost or released: the next attempt meters
             self._bodies.pop(run.id, None)
             self._released.discard(run.id)
             beat.cancel()

@@ -109,3 +109,18 @@ def test_a_tool_called_from_the_body_is_charged_to_the_run():
     done = [e.payload for e in handle.events() if e.type == "llm:done"]
 
     assert [d["within"] for d in done] == ["run", "tool"]
+
+
+def test_an_optional_context_annotation_still_asks_for_the_context():
+    from pyrula.runtime.registry import context_wanted
+
+    def optional(ctx: ToolContext | None, text: str) -> str:
+        return text
+
+    def quoted(ctx: "ToolContext | None", text: str) -> str:  # noqa: UP037
+        return text
+
+    def other(ctx: int | None, text: str) -> str:
+        return text
+
+    assert [context_wanted(f) for f in (optional, quoted, other)] == ["tool", "tool", None]

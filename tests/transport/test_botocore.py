@@ -103,6 +103,7 @@ def test_a_service_error_replays_as_the_same_client_error(store_path):
 
 
 def test_an_unrecorded_call_in_mode_none_is_a_replay_miss_with_nothing_sent(store_path):
+    pyrula.Store(store_path).close()  # replay-only mode needs an existing store
     with bs.BedrockStub() as stub:
         client = pyrula.journal_botocore(bs.client(stub))
         with (

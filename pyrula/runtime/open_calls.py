@@ -1,0 +1,104 @@
+"""Model calls still open when an attempt ends: each is metered once, deterministically.
+
+A stream the body never finished (parked or returned while reading it, or dropped without
+`close()`) was sent and paid for. When the attempt ends, before its closing event, each such call
+is metered as `estimated` at its reservation, and its sink is closed: whatever the stream does
+later (read on, closed, collected) writes nothing more. A reply that completes after that, such
+as a sync call left running on a thread, is logged as `model_spend_after_terminal` instead of
+being written after the run's terminal event.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from pyrula.journal.recorder import Reply
+from pyrula.transport.core import Sink
+
+log = logging.getLogger("pyrula.runtime")
+
+# What an attempt had of a reply it stopped waiting for: nothing it could read.
+_NOTHING_ARRIVED = Reply(status=200, headers=[], frames=[], elapsed_ms=0.0, streamed=True)
+
+
+class OpenCalls:
+    """The live calls of one attempt whose replies have not ended yet."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._open: set[TrackedSink] = set()
+        self.closed = False
+
+    def track(self, sink: Sink, describe: Callable[[Reply], dict[str, object]]) -> TrackedSink:
+        """`sink`, seen through a tracker; `describe(reply)` gives the model and token counts
+        a late reply is logged with."""
+        tracked = TrackedSink(self, sink, describe)
+        with self._lock:
+            self._open.add(tracked)
+        return tracked
+
+    def close(self, *, meter: bool) -> int:
+        """End the attempt's calls: with `meter`, each still open is metered once as an
+        estimate (its sink's `abandon` with nothing arrived). Returns how many were open."""
+        with self._lock:
+            still_open = list(self._open)
+            self._open.clear()
+            self.closed = True
+        for tracked in still_open:
+            tracked.cut_off = "metered as an estimate" if meter else "not counted"
+            if meter:
+                tracked.sink.abandon(_NOTHING_ARRIVED)
+        return len(still_open)
+
+    def first_end(self, tracked: TrackedSink) -> bool:
+        """Whether this is the first time `tracked`'s reply ends (and the attempt still runs)."""
+        with self._lock:
+            if tracked in self._open:
+                self._open.discard(tracked)
+                return True
+            return False
+
+
+class TrackedSink:
+    """A `Sink` whose first ending is reported to its `OpenCalls`."""
+
+    __slots__ = ("_calls", "_describe", "cut_off", "sink")
+
+    def __init__(
+        self, calls: OpenCalls, sink: Sink, describe: Callable[[Reply], dict[str, object]]
+    ) -> None:
+        self._calls = calls
+        self._describe = describe
+        self.sink = sink
+        self.cut_off: str | None = None  # how the attempt's end settled it, if it did
+
+    def complete(self, reply: Reply) -> None:
+        if self._calls.first_end(self) or self.cut_off is None:
+            self.sink.complete(reply)  # again for bytes after the end: the sink amends
+        else:
+            self._late(reply)
+
+    def abandon(self, reply: Reply) -> None:
+        if self._calls.first_end(self):
+            self.sink.abandon(reply)
+
+    def truncated(self, reply: Reply) -> None:
+        if self._calls.first_end(self):
+            self.sink.truncated(reply)
+
+    def _late(self, reply: Reply) -> None:
+        if self.cut_off is not None and self.cut_off.endswith("reported"):
+            return  # bytes after the end of a reply already reported
+        described = self._describe(reply)
+        log.warning(
+            "model_spend_after_terminal: a reply from %s (%s input, %s output tokens) arrived "
+            "after its run's attempt ended; nothing more is written (the call was %s)",
+            described.get("model"),
+            described.get("input_tokens"),
+            described.get("output_tokens"),
+            self.cut_off,
+            extra={"event": "model_spend_after_terminal", "usage": described},
+        )
+        self.cut_off = f"{self.cut_off}; already reported"
