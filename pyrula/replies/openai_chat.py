@@ -1,0 +1,99 @@
+"""OpenAI chat completions replies (and every OpenAI-compatible provider's, `openai_compatible`).
+
+A stream is `data: {chunk}` events ending `data: [DONE]`; usage comes in a last chunk with
+`choices: []` when the request set `stream_options.include_usage`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from pyrula.fingerprints import surfaces
+
+from .openai_compatible import CACHED_AT, USAGE_AT
+from .rules import (
+    ReplyRules,
+    SSEFrame,
+    Usage,
+    dicts,
+    generated_bytes,
+    index,
+    mapping,
+    number,
+    parse_json,
+)
+
+
+def wants_usage(meta: Mapping[str, Any]) -> bool:
+    """Whether the request asked for the usage chunk (`stream_options.include_usage`)."""
+    options = meta.get("stream_options")
+    return isinstance(options, dict) and bool(options.get("include_usage"))
+
+
+class _Finished:
+    """`[DONE]`, or every choice finished (and the usage chunk seen, when it was asked for)."""
+
+    def __init__(self, choices: int, usage_wanted: bool) -> None:
+        self._choices = max(choices, 1)
+        self._usage_wanted = usage_wanted
+        self._finished: set[int] = set()
+        self._usage = False
+
+    def __call__(self, frame: SSEFrame) -> bool:
+        if frame.data.strip() == "[DONE]":
+            return True
+        chunk = parse_json(frame.data)
+        if not isinstance(chunk, dict):
+            return False
+        for choice in chunk.get("choices") or ():
+            if isinstance(choice, dict) and choice.get("finish_reason"):
+                self._finished.add(int(choice.get("index", 0)))
+        if chunk.get("usage"):
+            self._usage = True
+        return len(self._finished) >= self._choices and (self._usage or not self._usage_wanted)
+
+
+def end(compared: Mapping[str, Any], meta: Mapping[str, Any]) -> Callable[[Any], bool]:
+    n = compared.get("n") or meta.get("n") or 1
+    return _Finished(int(n), wants_usage(meta))
+
+
+def _at(document: Mapping[str, Any], path: tuple[str, ...]) -> Any:
+    value: Any = document
+    for key in path:
+        value = mapping(value).get(key)
+    return value
+
+
+def usage(documents: Iterable[Any]) -> Usage:
+    """The last usage reported; cached prompt tokens counted as cache reads, not input."""
+    model: str | None = None
+    inp = out = cache_read = 0
+    for doc in documents:
+        if not isinstance(doc, dict):
+            continue
+        model = doc.get("model") or model
+        found = next((u for path in USAGE_AT if (u := _at(doc, path))), None)
+        if isinstance(found, dict):
+            cached = next((c for path in CACHED_AT if (c := number(_at(found, path)))), 0)
+            inp, cache_read = number(found.get("prompt_tokens")) - cached, cached
+            out = number(found.get("completion_tokens"))
+    return Usage(model, inp, out, cache_read)
+
+
+def text(event: str, data: dict[str, Any]) -> Iterator[tuple[int, str]]:
+    for choice in dicts(data.get("choices")):
+        content = mapping(choice.get("delta")).get("content")
+        if isinstance(content, str):
+            yield index(choice.get("index")), content
+
+
+RULES = ReplyRules(
+    surface=surfaces.OPENAI_CHAT,
+    usage=usage,
+    # Message text and tool-call arguments (`choices[].text` some providers repeat is not).
+    arrived=generated_bytes(frozenset({"content", "arguments"})),
+    sse_end=end,
+    text=text,
+)
