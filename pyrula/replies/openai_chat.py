@@ -49,12 +49,13 @@ class _Finished:
         for choice in chunk.get("choices") or ():
             if isinstance(choice, dict) and choice.get("finish_reason"):
                 self._finished.add(int(choice.get("index", 0)))
-        if chunk.get("usage"):
+        if reported_usage(chunk) is not None:
             self._usage = True
         return len(self._finished) >= self._choices and (self._usage or not self._usage_wanted)
 
 
-def end(compared: Mapping[str, Any], meta: Mapping[str, Any]) -> Callable[[Any], bool]:
+def end(compared: Mapping[str, Any], meta: Mapping[str, Any]) -> Callable[[SSEFrame], bool]:
+    """The end rule of one stream, for the request's `n` choices and its usage option."""
     n = compared.get("n") or meta.get("n") or 1
     return _Finished(int(n), wants_usage(meta))
 
@@ -66,6 +67,16 @@ def _at(document: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return value
 
 
+def reported_usage(document: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The usage object a completion or chunk carries: OpenAI's `usage`, else where a compatible
+    provider puts it (`openai_compatible.USAGE_AT`); None when it carries none."""
+    for path in USAGE_AT:
+        found = _at(document, path)
+        if found and isinstance(found, dict):
+            return found
+    return None
+
+
 def usage(documents: Iterable[Any]) -> Usage:
     """The last usage reported; cached prompt tokens counted as cache reads, not input."""
     model: str | None = None
@@ -74,8 +85,8 @@ def usage(documents: Iterable[Any]) -> Usage:
         if not isinstance(doc, dict):
             continue
         model = doc.get("model") or model
-        found = next((u for path in USAGE_AT if (u := _at(doc, path))), None)
-        if isinstance(found, dict):
+        found = reported_usage(doc)
+        if found is not None:
             cached = next((c for path in CACHED_AT if (c := number(_at(found, path)))), 0)
             inp, cache_read = number(found.get("prompt_tokens")) - cached, cached
             out = number(found.get("completion_tokens"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 
 class SSEFrame(Protocol):
@@ -64,7 +64,8 @@ class Usage:
 
 # Given the request's compared and meta fields, a predicate that says whether a frame ends the
 # reply. A factory, so a rule may keep state per reply (OpenAI chat counts finished choices).
-EndRule = Callable[[Mapping[str, Any], Mapping[str, Any]], Callable[[Any], bool]]
+SSEEndRule = Callable[[Mapping[str, Any], Mapping[str, Any]], Callable[[SSEFrame], bool]]
+AWSEndRule = Callable[[Mapping[str, Any], Mapping[str, Any]], Callable[[AWSFrame], bool]]
 # A reply's JSON documents (a plain body: one; a stream: one per event) -> its usage.
 UsageParser = Callable[[Iterable[Any]], Usage]
 # One streamed event's name and parsed JSON object -> (choice index, text piece) pairs.
@@ -81,17 +82,22 @@ class ReplyRules:
     surface: str
     usage: UsageParser
     arrived: ArrivedRule
-    sse_end: EndRule | None = None  # over `SSEFrame`s
-    eventstream_end: EndRule | None = None  # over `AWSFrame`s (Bedrock's event-stream)
+    sse_end: SSEEndRule | None = None
+    eventstream_end: AWSEndRule | None = None  # Bedrock's AWS event-stream
     text: TextRule | None = None  # None: `pyrula journal show` shows the events, no text
     # Where a reply names the model that served it (`pyrula.verify` compares them).
     model_fields: tuple[str, ...] = ("model",)
 
 
-def stateless(predicate: Callable[[Any], bool]) -> EndRule:
+Frame = TypeVar("Frame", SSEFrame, AWSFrame)
+
+
+def stateless(
+    predicate: Callable[[Frame], bool],
+) -> Callable[[Mapping[str, Any], Mapping[str, Any]], Callable[[Frame], bool]]:
     """An end rule that needs nothing from the request."""
 
-    def build(compared: Mapping[str, Any], meta: Mapping[str, Any]) -> Callable[[Any], bool]:
+    def build(compared: Mapping[str, Any], meta: Mapping[str, Any]) -> Callable[[Frame], bool]:
         return predicate
 
     return build

@@ -107,3 +107,10 @@ def test_tool_call_arguments_count_as_arrived_output():
 def _json(frame: bytes) -> Any:
     text = frame.decode().strip()
     return parse_json(text.removeprefix("data: ")) if text.startswith("data: ") else None
+
+
+def test_a_groq_stream_that_asked_for_usage_ends_at_the_chunk_carrying_x_groq_usage():
+    frames = stream(by_name("groq"))
+    finished = openai_chat.end({}, {"stream_options": {"include_usage": True}})
+    ends = [finished(_event(frame.decode().strip().removeprefix("data: "))) for frame in frames]
+    assert ends.index(True) == len(frames) - 2  # the last chunk, before `[DONE]`
