@@ -130,3 +130,16 @@ def test_each_provider_is_one_row_in_each_of_the_three_tables():
     assert names == [p.name for p in PROVIDERS]
     assert [row.provider for row in reply_rows.DIALECTS] == names
     assert set(names) <= {route.name for route in DEFAULT_ROUTES}
+
+
+@pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.name)
+def test_journal_show_reassembles_each_stream_into_its_text_once(store_path, provider):
+    with pyrula.cassette(provider.name, store=store_path):
+        _calls(_client(provider, _upstream(provider)), provider.model)
+    listed = CliRunner().invoke(app, ["journal", "ls", "--json", "--store", str(store_path)])
+    [streamed] = [row for row in json.loads(listed.output) if row["streamed"]]
+    shown = CliRunner().invoke(
+        app, ["journal", "show", streamed["id"], "--json", "--store", str(store_path)]
+    )
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.output)["reply"]["text"] == "The pyrula fig shell."
