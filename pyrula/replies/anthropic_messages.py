@@ -13,17 +13,8 @@ from typing import Any
 from pyrula.fingerprints import surfaces
 
 from . import bedrock_converse
-from .rules import (
-    AWSFrame,
-    ReplyRules,
-    SSEFrame,
-    Usage,
-    event_type,
-    generated_bytes,
-    mapping,
-    number,
-    stateless,
-)
+from ._json import mapping, number
+from .rules import AWSFrame, ReplyRules, SSEFrame, Usage, event_type, generated_bytes, stateless
 
 TERMINALS = frozenset({"message_stop", "error"})
 

@@ -15,16 +15,8 @@ from typing import Any
 
 from pyrula.fingerprints import surfaces
 
-from .rules import (
-    AWSFrame,
-    ReplyRules,
-    Usage,
-    generated_bytes,
-    mapping,
-    number,
-    parse_json,
-    stateless,
-)
+from ._json import mapping, number, parse_json
+from .rules import AWSFrame, ReplyRules, Usage, generated_bytes, stateless
 
 # Bedrock repeats the model's usage in its own key on the last chunk: read both and the call
 # would count twice.

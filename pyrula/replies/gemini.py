@@ -11,18 +11,8 @@ from typing import Any
 
 from pyrula.fingerprints import surfaces
 
-from .rules import (
-    ReplyRules,
-    SSEFrame,
-    Usage,
-    dicts,
-    generated_bytes,
-    index,
-    mapping,
-    number,
-    parse_json,
-    stateless,
-)
+from ._json import dicts, index, mapping, number, parse_json
+from .rules import ReplyRules, SSEFrame, Usage, generated_bytes, stateless
 
 
 def finished(frame: SSEFrame) -> bool:

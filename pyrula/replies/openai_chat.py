@@ -11,18 +11,9 @@ from typing import Any
 
 from pyrula.fingerprints import surfaces
 
+from ._json import dicts, index, mapping, number, parse_json
 from .openai_compatible import CACHED_AT, USAGE_AT
-from .rules import (
-    ReplyRules,
-    SSEFrame,
-    Usage,
-    dicts,
-    generated_bytes,
-    index,
-    mapping,
-    number,
-    parse_json,
-)
+from .rules import ReplyRules, SSEFrame, Usage, generated_bytes
 
 
 def wants_usage(meta: Mapping[str, Any]) -> bool:

@@ -12,16 +12,8 @@ from typing import Any
 
 from pyrula.fingerprints import surfaces
 
-from .rules import (
-    ReplyRules,
-    SSEFrame,
-    Usage,
-    event_type,
-    generated_bytes,
-    mapping,
-    number,
-    stateless,
-)
+from ._json import mapping, number
+from .rules import ReplyRules, SSEFrame, Usage, event_type, generated_bytes, stateless
 
 TERMINALS = frozenset({"response.completed", "response.incomplete", "response.failed", "error"})
 

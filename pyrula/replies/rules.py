@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
+from ._json import parse_json
+
 
 class SSEFrame(Protocol):
     """One server-sent event, as the transports' SSE decoder yields it."""
@@ -103,38 +105,12 @@ def stateless(
     return build
 
 
-def parse_json(data: str | bytes) -> Any:
-    """The JSON value in `data`, or None for anything that is not (or nests past the parser)."""
-    try:
-        return json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-
-
 def event_type(frame: SSEFrame) -> str:
     """An SSE event's type: its `event:` name, else the `type` field of its JSON data."""
     if frame.event != "message":
         return frame.event
     data = parse_json(frame.data)
     return str(data.get("type", "")) if isinstance(data, dict) else ""
-
-
-def number(value: Any) -> int:
-    """A token count as reported (floats truncated); 0 when absent or not a number."""
-    return int(value) if isinstance(value, int | float) else 0
-
-
-def mapping(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def dicts(value: Any) -> Iterator[dict[str, Any]]:
-    if isinstance(value, list):
-        yield from (item for item in value if isinstance(item, dict))
-
-
-def index(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
 # Bytes of streamed output per token, for the estimate of a stream cut short.

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pyrula.fingerprints import surfaces
 
 from pyrula.replies import openai_chat, rules_for
-from pyrula.replies.rules import parse_json
 from pyrula.transport.framing import SSEEvent
 from tests.replies.support import ANSWER, by_name, completion, stream
 
@@ -106,7 +106,7 @@ def test_tool_call_arguments_count_as_arrived_output():
 
 def _json(frame: bytes) -> Any:
     text = frame.decode().strip()
-    return parse_json(text.removeprefix("data: ")) if text.startswith("data: ") else None
+    return json.loads(text.removeprefix("data: ")) if text.startswith("data: {") else None
 
 
 def test_a_groq_stream_that_asked_for_usage_ends_at_the_chunk_carrying_x_groq_usage():
