@@ -1,10 +1,11 @@
 """What a provider's reply rules are: the shape of one row of the replies table.
 
-A provider's replies differ in three ways that Pyrula cares about: how a streamed reply says it
-is finished, where it reports its token usage, and where its events carry the text the model
-wrote. Each provider module fills in one `ReplyRules`; `pyrula.replies.rules_for(surface)` finds
-it. Everything here reads already-decoded frames and parsed JSON documents: the byte-level SSE
-and event-stream framing belongs to the transports.
+A provider's replies differ in the ways Pyrula cares about: how a streamed reply says it is
+finished, where it reports its token usage, where its events carry what the model wrote (the
+text `pyrula journal show` joins; the output a stream cut short is estimated by), and where it
+names the model that served it. Each provider module fills in one `ReplyRules`;
+`pyrula.replies.rules_for(surface)` finds it. Everything here reads already-decoded frames and
+parsed JSON documents: the byte-level SSE and event-stream framing belongs to the transports.
 """
 
 from __future__ import annotations
