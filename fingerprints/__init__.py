@@ -4,9 +4,11 @@
 into `digest`) and the fields kept only for display and metering (`meta`).
 """
 
+from . import surfaces
 from ._canonical import FORMAT_VERSION, Canonical, RequestParts, canonical_json
 from ._router import canonicalize, surface_of
 from .diff import diff, nearest
+from .openai_compatible import provider_of
 
 __all__ = [
     "FORMAT_VERSION",
@@ -16,5 +18,7 @@ __all__ = [
     "canonicalize",
     "diff",
     "nearest",
+    "provider_of",
     "surface_of",
+    "surfaces",
 ]

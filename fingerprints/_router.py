@@ -26,7 +26,9 @@ def _route(method: str, path: str, canonicalize: Canonicalizer) -> Route:
 
 
 # Paths are matched by their tail, so any base URL (a proxy, Azure's /openai/deployments/<d>,
-# Vertex's /projects/<p>/locations/<r>) reaches the same row.
+# Vertex's /projects/<p>/locations/<r>) reaches the same row. The OpenAI-compatible providers
+# (Mistral, Groq, ..., a local Ollama or vLLM) reach the first two rows by their OpenAI paths;
+# `openai_compatible` names the provider from the host, into `meta["provider"]`.
 ROUTES: tuple[Route, ...] = (
     _route("POST", r"/chat/completions$", openai_chat.canonicalize),
     _route("POST", r"/responses$", openai_responses.canonicalize),

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import surfaces
 from ._canonical import Canonical, NotThisSurface, RequestParts, json_object, pick, rest
 from ._url import Url, split_url
 
-SURFACE = "anthropic.messages"
-BETA_SURFACE = "anthropic.beta.messages"
+SURFACE = surfaces.ANTHROPIC_MESSAGES
+BETA_SURFACE = surfaces.ANTHROPIC_BETA_MESSAGES
 
 COMPARED = ("system", "messages", "tools", "tool_choice", "output_config", "container")
 # Only a beta call can carry these. They are compared whenever present, beta marker or not:

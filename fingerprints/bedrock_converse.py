@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import surfaces
 from ._canonical import Canonical, RequestParts, json_object, pick, rest
 from ._url import split_url
 
-SURFACE = "bedrock.converse"
+SURFACE = surfaces.BEDROCK_CONVERSE
 
 COMPARED = (
     "messages",

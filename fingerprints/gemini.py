@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import surfaces
 from ._canonical import Canonical, RequestParts, json_object, rest, strip_binary
 from ._url import split_url
 
-SURFACE = "gemini.generate"
+SURFACE = surfaces.GEMINI_GENERATE
 
 # Wire name -> compared name. The REST API reads both spellings; comparing under one name keeps
 # a client that sends snake_case on the same fingerprint as one that sends camelCase.

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import surfaces
 from ._canonical import Canonical, RequestParts, binary_digest, canonical_json, strip_binary
 from ._url import SECRET_QUERY_PARAMS, split_url
 
-SURFACE = "generic"
+SURFACE = surfaces.GENERIC
 
 # JSON body fields that carry credentials (OAuth exchanges and the like). Dropped like their
 # query-string namesakes, so no secret is ever stored and a rotated one changes nothing.

@@ -1,13 +1,15 @@
-"""OpenAI chat completions (`POST .../chat/completions`, Azure deployments included)."""
+"""OpenAI chat completions (`POST .../chat/completions`): OpenAI, Azure deployments, and the
+OpenAI-compatible providers (`openai_compatible`), whose name is kept in `meta["provider"]`."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from . import openai_compatible, surfaces
 from ._canonical import Canonical, RequestParts, json_object, pick, rest
 from ._url import split_url
 
-SURFACE = "openai.chat"
+SURFACE = surfaces.OPENAI_CHAT
 
 # What decides the reply's content and shape. Model and sampling are left out on purpose: a
 # resumed run may switch model or temperature without its recorded calls becoming invalid.
@@ -41,4 +43,6 @@ def canonicalize(parts: RequestParts) -> Canonical:
         meta["deployment"] = tail.partition("/")[0]
     if url.query:
         meta["query"] = dict(url.query)
+    if provider := openai_compatible.provider_of(parts.url):
+        meta["provider"] = provider
     return Canonical.build(SURFACE, compared, meta, stream=stream)

@@ -1,13 +1,15 @@
-"""OpenAI Responses (`POST .../responses`)."""
+"""OpenAI Responses (`POST .../responses`), on OpenAI or an OpenAI-compatible provider
+(`openai_compatible`), whose name is kept in `meta["provider"]`."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from . import openai_compatible, surfaces
 from ._canonical import Canonical, RequestParts, json_object, pick, rest, strip_binary
 from ._url import split_url
 
-SURFACE = "openai.responses"
+SURFACE = surfaces.OPENAI_RESPONSES
 
 # Top-level fields compared whole. `text` and `prompt` are compared in part, below.
 COMPARED = ("input", "instructions", "tools", "tool_choice", "previous_response_id")
@@ -32,6 +34,8 @@ def canonicalize(parts: RequestParts) -> Canonical:
     url = split_url(parts.url)
     if url.query:
         meta["query"] = dict(url.query)
+    if provider := openai_compatible.provider_of(parts.url):
+        meta["provider"] = provider
     return Canonical.build(SURFACE, compared, meta, stream=stream)
 
 

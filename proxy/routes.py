@@ -29,10 +29,22 @@ class Route:
 
 
 # The providers a client reaches with no configuration. `--route NAME=URL` adds or replaces one.
+# A client's base URL is the proxy's `/<name>` plus what it would append to the provider's host
+# (`/openai/v1`, `/groq/v1`: the `/openai` of Groq's own base URL is in its row).
 DEFAULT_ROUTES: tuple[Route, ...] = (
     Route("openai", "https://api.openai.com"),
     Route("anthropic", "https://api.anthropic.com"),
     Route("gemini", "https://generativelanguage.googleapis.com"),
+    # OpenAI-compatible providers (pyrula.fingerprints.openai_compatible).
+    Route("mistral", "https://api.mistral.ai"),
+    Route("groq", "https://api.groq.com/openai"),
+    Route("xai", "https://api.x.ai"),
+    Route("deepseek", "https://api.deepseek.com"),
+    Route("openrouter", "https://openrouter.ai/api"),
+    Route("together", "https://api.together.xyz"),
+    # Local model servers at their default ports; `--route vllm=http://HOST:PORT` moves one.
+    Route("ollama", "http://localhost:11434"),
+    Route("vllm", "http://localhost:8000"),
 )
 
 

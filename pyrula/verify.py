@@ -11,6 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyrula.replies import generic, rules_for
 from pyrula.transport.framing import SSEDecoder
 
 _TYPE_NAMES = {bool: "bool", int: "number", float: "number", str: "string", type(None): "null"}
@@ -29,8 +30,11 @@ def _shape(value: Any, path: str, into: set[str]) -> None:
         into.add(f"{path or '$'}:{_TYPE_NAMES.get(type(value), 'value')}")
 
 
-def reply_shape(body: bytes) -> tuple[set[str], set[str]]:
-    """The set of `path:type` entries of a JSON or SSE body, and the models it names."""
+def reply_shape(
+    body: bytes, model_fields: tuple[str, ...] = generic.RULES.model_fields
+) -> tuple[set[str], set[str]]:
+    """The set of `path:type` entries of a JSON or SSE body, and the models it names (in
+    `model_fields`, which the surface's reply rules give)."""
     shape: set[str] = set()
     models: set[str] = set()
     documents: list[tuple[str, Any]] = []
@@ -45,20 +49,20 @@ def reply_shape(body: bytes) -> tuple[set[str], set[str]]:
                 documents.append((event.event, event.data))
     for name, document in documents:
         _shape(document, f"<{name}>" if name and name != "message" else "", shape)
-        _models(document, models)
+        _models(document, model_fields, models)
     return shape, models
 
 
-def _models(value: Any, into: set[str]) -> None:
+def _models(value: Any, fields: tuple[str, ...], into: set[str]) -> None:
     if isinstance(value, dict):
         for key, item in value.items():
-            if key in ("model", "modelVersion") and isinstance(item, str):
+            if key in fields and isinstance(item, str):
                 into.add(item)
             else:
-                _models(item, into)
+                _models(item, fields, into)
     elif isinstance(value, list):
         for item in value:
-            _models(item, into)
+            _models(item, fields, into)
 
 
 @dataclass
@@ -97,8 +101,9 @@ class VerifyResult:
 def compare_replies(
     surface: str, recorded_status: int, recorded: bytes, live_status: int, live: bytes
 ) -> VerifyResult:
-    old_shape, old_models = reply_shape(recorded)
-    new_shape, new_models = reply_shape(live)
+    fields = rules_for(surface).model_fields
+    old_shape, old_models = reply_shape(recorded, fields)
+    new_shape, new_models = reply_shape(live, fields)
     return VerifyResult(
         surface=surface,
         recorded_status=recorded_status,

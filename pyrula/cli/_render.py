@@ -24,6 +24,7 @@ from rich.text import Text
 from pyrula.cli._jsonl import frame_json
 from pyrula.cli._reassemble import Reassembled
 from pyrula.cli._records import Entry, Loaded
+from pyrula.fingerprints import provider_of
 from pyrula.journal.exchanges import ExchangeRecord
 
 # Piped output is not cut to 80 columns: rows stay whole for grep and friends.
@@ -88,6 +89,13 @@ def _status(status: int) -> Text:
 # -- ls -----------------------------------------------------------------------------------------
 
 
+def surface_label(record: ExchangeRecord) -> str:
+    """The surface, and the OpenAI-compatible provider that served it when there is one
+    (`openai.chat (groq)`): the name the fingerprint kept in `meta["provider"]`."""
+    provider = provider_of(record.url)
+    return f"{record.surface} ({provider})" if provider else record.surface
+
+
 def entry_json(entry: Entry) -> dict[str, Any]:
     record = entry.record
     return {
@@ -96,6 +104,7 @@ def entry_json(entry: Entry) -> dict[str, Any]:
         "namespace": record.namespace,
         "occurrence": entry.occurrence,
         "surface": record.surface,
+        "provider": provider_of(record.url),
         "fingerprint": record.fingerprint,
         "method": record.method,
         "url": record.url,
@@ -127,7 +136,7 @@ class _Column:
 _LS_COLUMNS: tuple[_Column, ...] = (
     _Column("id", lambda r: r.id[:12], style=lambda r: "cyan"),
     _Column("cassette", lambda r: r.namespace, flexible=True),
-    _Column("surface", lambda r: r.surface),
+    _Column("surface", surface_label),
     _Column(
         "request",
         lambda r: request_line(r.method, r.url),
@@ -220,7 +229,7 @@ def show(out: Console, exchange: Loaded, stream: Reassembled | None, *, raw: boo
     facts.add_column()
     facts.add_row("id", record.id)
     facts.add_row("cassette", Text(record.namespace or "-"))
-    facts.add_row("surface", record.surface)
+    facts.add_row("surface", surface_label(record))
     facts.add_row("request", recorded(f"{record.method} {record.url}"))
     facts.add_row(
         "recorded", f"{local_time(record.recorded_at, seconds=True)} ({record.elapsed_ms:.1f} ms)"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyrula.fingerprints import Canonical
+from pyrula.fingerprints import Canonical, surfaces
 from pyrula.journal.recorder import Reply
 from pyrula.runtime.metering import (
     canonical_model,
@@ -17,7 +17,7 @@ from pyrula.runtime.positions import Scope
 
 
 def _on_a_cloud(canonical: Canonical) -> bool:
-    return canonical.surface.startswith("bedrock.") or canonical.meta.get("platform") in (
+    return canonical.surface == surfaces.BEDROCK_CONVERSE or canonical.meta.get("platform") in (
         "bedrock",
         "vertex",
     )

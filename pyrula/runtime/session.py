@@ -21,11 +21,12 @@ from pyrula.errors import (
     ReplayInputChanged,
     RunAttemptEnded,
 )
-from pyrula.fingerprints import Canonical, RequestParts, diff
+from pyrula.fingerprints import Canonical, RequestParts, diff, surfaces
 from pyrula.journal import scrub
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import run_key
 from pyrula.journal.recorder import Reply, record_exchange
+from pyrula.replies import openai_chat
 from pyrula.runtime.calls import (
     ERROR_HEADERS,
     CallFrame,
@@ -63,10 +64,9 @@ def _cut_short(frames: Iterator[bytes], message: str) -> Iterator[bytes]:
 def _finished_but_usage(canonical: Canonical, reply: Reply) -> bool:
     """An OpenAI chat stream the caller stopped reading after every choice's `finish_reason`
     chunk, before the usage chunk it asked for: the answer is whole, only its usage is missing."""
-    options = canonical.meta.get("stream_options")
-    if canonical.surface != "openai.chat" or not reply.streamed or not reply.decoded:
+    if canonical.surface != surfaces.OPENAI_CHAT or not reply.streamed or not reply.decoded:
         return False
-    if not isinstance(options, dict) or not options.get("include_usage"):
+    if not openai_chat.wants_usage(canonical.meta):
         return False
     content_type = next((v for k, v in reply.headers if k.lower() == "content-type"), "")
     meta = {**canonical.meta, "stream_options": None}
@@ -423,7 +423,9 @@ class RunSession:
             self._budget.settle(reservation, None)
             payload = llm_payload(canonical, reply, scope, None)
             # Text and tool arguments that had streamed were billed as output, usage or not.
-            arrived = arrived_output_tokens(b"".join(reply.frames), reply.streamed)
+            arrived = arrived_output_tokens(
+                canonical.surface, b"".join(reply.frames), reply.streamed
+            )
             if arrived > payload["output_tokens"]:
                 payload["total_tokens"] += arrived - payload["output_tokens"]
                 payload["output_tokens"] = arrived

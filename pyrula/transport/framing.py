@@ -1,13 +1,12 @@
 """Sans-I/O framing of live replies: when has a provider finished answering?
 
 A recorder feeds the decoded reply bytes in as they arrive and asks `complete`. Each provider ends
-a streamed answer its own way (SDK-FACTS.md); a plain body is complete at its end.
+a streamed answer its own way (SDK-FACTS.md): its rule is in `pyrula.replies`; this module only
+frames the bytes into events for it. A plain body is complete at its end.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 import zlib
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from pyrula.errors import StreamFormatError
+from pyrula.replies import bedrock_converse, rules_for
 from pyrula.transport import eventstream
 
 
@@ -142,57 +142,6 @@ class SSECompletion:
         return self.complete or self._eof_ends
 
 
-def _json(data: str) -> Any:
-    try:
-        return json.loads(data)
-    except (ValueError, RecursionError):  # nesting deeper than the parser's limit is garbage too
-        return None
-
-
-class _OpenAIChatTerminal:
-    """`[DONE]`, or every choice finished (and the usage chunk seen, when it was asked for)."""
-
-    def __init__(self, choices: int, wants_usage: bool) -> None:
-        self._choices = max(choices, 1)
-        self._wants_usage = wants_usage
-        self._finished: set[int] = set()
-        self._usage = False
-
-    def __call__(self, event: SSEEvent) -> bool:
-        if event.data.strip() == "[DONE]":
-            return True
-        chunk = _json(event.data)
-        if not isinstance(chunk, dict):
-            return False
-        for choice in chunk.get("choices") or ():
-            if isinstance(choice, dict) and choice.get("finish_reason"):
-                self._finished.add(int(choice.get("index", 0)))
-        if chunk.get("usage"):
-            self._usage = True
-        return len(self._finished) >= self._choices and (self._usage or not self._wants_usage)
-
-
-_RESPONSES_TERMINALS = frozenset(
-    {"response.completed", "response.incomplete", "response.failed", "error"}
-)
-_ANTHROPIC_TERMINALS = frozenset({"message_stop", "error"})
-
-
-def _event_type(event: SSEEvent) -> str:
-    if event.event != "message":
-        return event.event
-    data = _json(event.data)
-    return str(data.get("type", "")) if isinstance(data, dict) else ""
-
-
-def _gemini_finished(event: SSEEvent) -> bool:
-    data = _json(event.data)
-    candidates = data.get("candidates") if isinstance(data, dict) else None
-    if not isinstance(candidates, list) or not candidates:
-        return False
-    return all(isinstance(c, dict) and c.get("finishReason") for c in candidates)
-
-
 class EventStreamCompletion:
     """An AWS event-stream, complete once `is_terminal` accepts a message.
 
@@ -229,46 +178,6 @@ def is_streamed(content_type: str) -> bool:
     return "event-stream" in content_type or eventstream.CONTENT_TYPE in content_type
 
 
-def _aws_error(message: eventstream.Message) -> bool:
-    # A modelled service error (throttlingException, ...) or an unmodelled one: the stream ends.
-    return message.message_type in ("exception", "error")
-
-
-def _converse_finished(message: eventstream.Message) -> bool:
-    """Converse-stream sends `messageStop`, then `metadata` (usage, metrics) last."""
-    return _aws_error(message) or message.event_type == "metadata"
-
-
-def bedrock_chunk(message: eventstream.Message) -> Any:
-    """The JSON a Bedrock `invoke-with-response-stream` chunk carries: its payload is
-    `{"bytes": "<base64 of the model's own event JSON>"}`. None when it is not one."""
-    if message.message_type != "event" or message.event_type != "chunk":
-        return None
-    wrapper = _json_bytes(message.payload)
-    data = wrapper.get("bytes") if isinstance(wrapper, dict) else None
-    if not isinstance(data, str):
-        return None
-    try:
-        return _json_bytes(base64.b64decode(data, validate=True))
-    except (binascii.Error, ValueError):
-        return None
-
-
-def _json_bytes(data: bytes) -> Any:
-    try:
-        return json.loads(data)
-    except (ValueError, UnicodeDecodeError, RecursionError):
-        return None
-
-
-def _anthropic_on_bedrock_finished(message: eventstream.Message) -> bool:
-    """Anthropic's own events, one per chunk; the reply is whole at `message_stop`."""
-    if _aws_error(message):
-        return True
-    event = bedrock_chunk(message)
-    return isinstance(event, dict) and event.get("type") in _ANTHROPIC_TERMINALS
-
-
 def eventstream_documents(body: bytes) -> list[Any]:
     """The JSON each event of a recorded AWS event-stream carries (a Bedrock chunk unwrapped),
     as far as the bytes are well framed."""
@@ -277,40 +186,44 @@ def eventstream_documents(body: bytes) -> list[Any]:
         messages = decoder.feed(body)
     except StreamFormatError:
         return []
+    return [bedrock_converse.document(m) for m in messages if m.message_type == "event"]
+
+
+def reply_documents(body: bytes, streamed: bool) -> list[Any]:
+    """The JSON documents a recorded reply carries: a plain body's one, or one per event of a
+    stream (SSE, or Bedrock's AWS event-stream), skipping what is not JSON."""
+    if streamed and eventstream.is_eventstream(body):
+        return eventstream_documents(body)
+    if not streamed:
+        try:
+            return [json.loads(body)]
+        except (ValueError, RecursionError):
+            return []
+    decoder = SSEDecoder()
     found = []
-    for message in messages:
-        if message.message_type != "event":
+    for event in [*decoder.feed(body), *decoder.close()]:
+        try:
+            found.append(json.loads(event.data))
+        except (ValueError, RecursionError):
             continue
-        chunk = bedrock_chunk(message)
-        found.append(chunk if chunk is not None else _json_bytes(message.payload))
     return found
 
 
 def completion_for(
     surface: str, content_type: str, compared: dict[str, Any], meta: dict[str, Any]
 ) -> Completion:
-    """The completion rule for a reply to a request on `surface` with this content type."""
+    """The completion rule for a reply to a request on `surface` with this content type: the
+    end rule of the surface's reply rules (`pyrula.replies`) for the stream's kind."""
+    rules = rules_for(surface)
     if eventstream.CONTENT_TYPE in content_type:
-        if surface == "bedrock.converse":
-            return EventStreamCompletion(_converse_finished)
-        if surface.startswith("anthropic."):  # Anthropic on Bedrock: invoke-with-response-stream
-            return EventStreamCompletion(_anthropic_on_bedrock_finished)
-        return EventStreamCompletion(lambda m: False, eof_ends=True)
+        if rules.eventstream_end is None:
+            return EventStreamCompletion(lambda m: False, eof_ends=True)
+        return EventStreamCompletion(rules.eventstream_end(compared, meta))
     if "text/event-stream" not in content_type:
         return BodyCompletion()
-    if surface == "openai.chat":
-        options = meta.get("stream_options") or {}
-        wants_usage = isinstance(options, dict) and bool(options.get("include_usage"))
-        n = compared.get("n") or meta.get("n") or 1
-        return SSECompletion(_OpenAIChatTerminal(int(n), wants_usage))
-    if surface == "openai.responses":
-        return SSECompletion(lambda e: _event_type(e) in _RESPONSES_TERMINALS)
-    if surface.startswith("anthropic."):
-        return SSECompletion(lambda e: _event_type(e) in _ANTHROPIC_TERMINALS)
-    if surface.startswith("gemini."):
-        # Gemini has no end marker: the stream is whole if its last candidates finished.
-        return SSECompletion(_gemini_finished, eof_ends=False)
-    return SSECompletion(lambda e: False, eof_ends=True)
+    if rules.sse_end is None:
+        return SSECompletion(lambda e: False, eof_ends=True)
+    return SSECompletion(rules.sse_end(compared, meta))
 
 
 class Decoder(Protocol):

@@ -1,5 +1,5 @@
 """Gemini's server-sent events, as the journal frames them: the SSE decoder and the Gemini
-completion rule (`_gemini_finished`) over arbitrary splits and corrupted bytes.
+completion rule (`pyrula.replies.gemini.finished`) over arbitrary splits and corrupted bytes.
 
 Whatever arrives, feeding it either parses or raises a typed Pyrula error; a well-formed stream
 split anywhere gives the same events, and is complete exactly when its last chunk finished."""
@@ -14,7 +14,8 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from pyrula.errors import PyrulaError
-from pyrula.transport.framing import SSEDecoder, SSEEvent, _gemini_finished, completion_for
+from pyrula.replies import gemini
+from pyrula.transport.framing import SSEDecoder, SSEEvent, completion_for
 
 _TEXT = st.text(st.characters(blacklist_categories=("Cs",)), max_size=20)
 _FINISH = st.sampled_from(["STOP", "MAX_TOKENS", "SAFETY", "CONTINUATION"])
@@ -77,7 +78,7 @@ def _typed_or_parsed(pieces: list[bytes]) -> None:
     try:
         for event in _decode(pieces):
             assert isinstance(event.data, str)
-            assert isinstance(_gemini_finished(event), bool)
+            assert isinstance(gemini.finished(event), bool)
         _complete(pieces)
     except PyrulaError:
         pass  # a typed error is an allowed outcome; anything else fails the test
@@ -108,7 +109,7 @@ def test_arbitrary_bytes_parse_or_raise_a_typed_error(data, cuts):
 
 def test_only_a_chunk_whose_every_candidate_finished_ends_the_stream():
     def finished(doc: Any) -> bool:
-        return _gemini_finished(SSEEvent("message", json.dumps(doc)))
+        return gemini.finished(SSEEvent("message", json.dumps(doc)))
 
     assert finished({"candidates": [{"finishReason": "STOP"}]})
     assert not finished({"candidates": [{"finishReason": "STOP"}, {"content": {}}]})
