@@ -9,7 +9,7 @@ import openai
 
 from pyrula.agents import AgentContext, agent
 from pyrula.agents.testing.runner import AgentRunner
-from tests.compat.openai_stub import response_body
+from tests.agents.compat.openai_stub import response_body
 from tests.providers import OPENAI_LIB, journal_transport
 
 

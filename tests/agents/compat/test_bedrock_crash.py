@@ -1,7 +1,7 @@
 """A worker process dies (SIGKILL) right after a journaled converse call; the worker that resumes
 the run replays the call from the journal and Bedrock is not asked again.
 
-Run as `python -m tests.compat.test_bedrock_crash STORE` this module is that worker process.
+Run as `python -m tests.agents.compat.test_bedrock_crash STORE` this module is that worker process.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from pyrula.agents import AgentContext, agent
 from pyrula.agents.compat.bedrock import journaled_bedrock
 from pyrula.journal.store import open_store
 from pyrula.runtime import Worker, submit
-from tests.compat import bedrock_stub as bs
+from tests.agents.compat import bedrock_stub as bs
 
-ROOT = Path(__file__).parents[2]
+ROOT = Path(__file__).parents[3]
 
 
 class _Endpoint:
@@ -54,7 +54,7 @@ def test_a_restarted_worker_replays_converse_without_asking_again(tmp_path):
         store = open_store(store_path)
         handle = submit(ask_then_die, stub.url, str(marker), store=store)
         worker = subprocess.run(
-            [sys.executable, "-m", "tests.compat.test_bedrock_crash", str(store_path)],
+            [sys.executable, "-m", "tests.agents.compat.test_bedrock_crash", str(store_path)],
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
             capture_output=True,

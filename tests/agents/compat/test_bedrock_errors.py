@@ -13,8 +13,8 @@ import pytest
 from botocore.config import Config
 
 from pyrula.errors import ProviderStreamTruncated
-from tests.compat import bedrock_stub as bs
-from tests.compat.test_bedrock import (
+from tests.agents.compat import bedrock_stub as bs
+from tests.agents.compat.test_bedrock import (
     MESSAGES,
     Case,
     converse,

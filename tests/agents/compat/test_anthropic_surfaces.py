@@ -9,8 +9,8 @@ import pytest
 
 from pyrula.agents.compat._anthropic_surfaces import ANTHROPIC, SURFACES
 from pyrula.agents.compat.anthropic import Anthropic, AsyncAnthropic
-from tests.compat.anthropic_stub import MSG, upstream
-from tests.compat.rows import check_row
+from tests.agents.compat.anthropic_stub import MSG, upstream
+from tests.agents.compat.rows import check_row
 from tests.providers import ANTHROPIC_LIB
 
 _RAW = ("with_raw_response", "with_streaming_response")

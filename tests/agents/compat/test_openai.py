@@ -17,8 +17,8 @@ from pyrula.agents.compat import openai as compat
 from pyrula.agents.compat.openai import AsyncOpenAI, OpenAI, journaled
 from pyrula.agents.testing.runner import AgentRunner
 from pyrula.transport import AsyncHttpx2Transport, AsyncHttpxTransport
-from tests.compat.openai_stub import upstream
-from tests.compat.test_openai_surfaces import _CHAT, _RESP, make_client, park_and_resume
+from tests.agents.compat.openai_stub import upstream
+from tests.agents.compat.test_openai_surfaces import _CHAT, _RESP, make_client, park_and_resume
 from tests.providers import OPENAI_LIB
 from tests.runtime.helpers import run_to_rest
 
@@ -323,7 +323,7 @@ async def _responses_stream(client: Any) -> Any:
 
 
 async def _responses_parse(client: Any) -> Any:
-    from tests.compat.test_openai_surfaces import Answer
+    from tests.agents.compat.test_openai_surfaces import Answer
 
     parsed = await client.responses.parse(**_RESP, text_format=Answer)
     return parsed.output_parsed.model_dump()

@@ -9,8 +9,13 @@ from typing import Any
 import pytest
 
 from pyrula.agents import AgentContext
-from tests.compat.openai_stub import upstream
-from tests.compat.test_openai_surfaces import _CHAT, make_client, make_sync_client, park_and_resume
+from tests.agents.compat.openai_stub import upstream
+from tests.agents.compat.test_openai_surfaces import (
+    _CHAT,
+    make_client,
+    make_sync_client,
+    park_and_resume,
+)
 
 
 def _llm_done(handle: Any) -> list[dict[str, Any]]:
@@ -72,7 +77,7 @@ def _cut_upstream() -> Any:
     """The stub provider, with every stream ended before its terminal frame."""
     import json
 
-    from tests.compat.openai_stub import response_sse
+    from tests.agents.compat.openai_stub import response_sse
     from tests.providers import OPENAI_LIB, Upstream, chat_sse, sse_reply
 
     def reply(request: Any) -> Any:

@@ -16,9 +16,9 @@ from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.agents.compat import AsyncAnthropic, journaled
 from pyrula.agents.compat import anthropic as compat
 from pyrula.runtime.metering import Usage, prices
-from tests.compat.anthropic_stub import ANSWER, MSG, upstream
-from tests.compat.rows import dumped, park_and_resume
-from tests.compat.test_anthropic_surfaces import make_client, make_sync_client
+from tests.agents.compat.anthropic_stub import ANSWER, MSG, upstream
+from tests.agents.compat.rows import dumped, park_and_resume
+from tests.agents.compat.test_anthropic_surfaces import make_client, make_sync_client
 from tests.providers import ANTHROPIC_LIB, Upstream, json_reply
 from tests.runtime.helpers import run_to_rest
 

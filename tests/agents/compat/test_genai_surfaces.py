@@ -11,8 +11,8 @@ from google.genai import types
 
 from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.agents.compat._genai_surfaces import GENAI, SURFACES
-from tests.compat.genai_stub import MODEL, make_client, upstream
-from tests.compat.rows import park_and_resume
+from tests.agents.compat.genai_stub import MODEL, make_client, upstream
+from tests.agents.compat.rows import park_and_resume
 from tests.runtime.helpers import run_to_rest
 
 _MEDIA = (

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tests.compat import bedrock_stub as bs
-from tests.compat.test_bedrock import Case, llm_done
+from tests.agents.compat import bedrock_stub as bs
+from tests.agents.compat.test_bedrock import Case, llm_done
 
 instructor = pytest.importorskip("instructor")
 

@@ -16,7 +16,7 @@ import pytest
 from pyrula.agents import AgentContext, agent
 from pyrula.agents.compat.openai import AsyncOpenAI, OpenAI
 from pyrula.runtime import answer
-from tests.compat.openai_stub import upstream as stub_upstream
+from tests.agents.compat.openai_stub import upstream as stub_upstream
 from tests.providers import OPENAI_LIB, TEST_KEY, Upstream, chat_completion, json_reply
 from tests.runtime.helpers import drive, new_store, run_to_rest
 
@@ -277,7 +277,7 @@ def test_a_sync_client_on_a_thread_journals_the_final_outcome():
 
 @pytest.mark.parametrize("helper", ["chat.completions.stream", "responses.stream"])
 def test_a_stream_helper_is_one_call_too(helper):
-    from tests.compat.openai_stub import response_sse
+    from tests.agents.compat.openai_stub import response_sse
     from tests.providers import chat_sse, sse_reply
 
     ok = sse_reply(chat_sse("Pong .") if helper.startswith("chat") else response_sse())

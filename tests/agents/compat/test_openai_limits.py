@@ -16,8 +16,8 @@ from pyrula.errors import BudgetExceeded
 from pyrula.journal.store import Store
 from pyrula.runtime import answer, resume
 from pyrula.runtime.metering import prices
-from tests.compat.openai_stub import response_body, response_sse
-from tests.compat.test_openai_surfaces import _CHAT, _RESP, make_client, park_and_resume
+from tests.agents.compat.openai_stub import response_body, response_sse
+from tests.agents.compat.test_openai_surfaces import _CHAT, _RESP, make_client, park_and_resume
 from tests.providers import (
     OPENAI_LIB,
     Upstream,

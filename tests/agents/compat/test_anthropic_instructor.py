@@ -11,8 +11,8 @@ import pytest
 
 from pyrula.agents import AgentContext
 from pyrula.agents.compat import Anthropic, AsyncAnthropic, journaled
-from tests.compat.anthropic_stub import MSG
-from tests.compat.rows import park_and_resume
+from tests.agents.compat.anthropic_stub import MSG
+from tests.agents.compat.rows import park_and_resume
 from tests.providers import ANTHROPIC_LIB, Upstream, anthropic_message, json_reply
 
 instructor = pytest.importorskip("instructor")

@@ -12,9 +12,9 @@ import pytest
 
 from pyrula.agents import AgentContext
 from pyrula.agents.compat import genai
-from tests.compat.genai_stub import MODEL, make_client, response, upstream
-from tests.compat.instructor_support import User
-from tests.compat.test_openai_surfaces import park_and_resume
+from tests.agents.compat.genai_stub import MODEL, make_client, response, upstream
+from tests.agents.compat.instructor_support import User
+from tests.agents.compat.test_openai_surfaces import park_and_resume
 from tests.providers import json_reply
 
 instructor = pytest.importorskip("instructor")

@@ -26,7 +26,7 @@ from pyrula.transport.adapters import (
     Httpx2Transport,
     HttpxTransport,
 )
-from tests.compat.genai_stub import (
+from tests.agents.compat.genai_stub import (
     ANSWER,
     GENAI_LIB,
     MODEL,
@@ -36,8 +36,8 @@ from tests.compat.genai_stub import (
     stream_chunks,
     upstream,
 )
-from tests.compat.rows import dumped
-from tests.compat.test_openai_surfaces import park_and_resume
+from tests.agents.compat.rows import dumped
+from tests.agents.compat.test_openai_surfaces import park_and_resume
 from tests.providers import TEST_KEY, json_reply
 from tests.runtime.helpers import drive, run_to_rest
 

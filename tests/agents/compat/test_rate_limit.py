@@ -12,8 +12,8 @@ import pytest
 
 from pyrula.agents import AgentContext, LLMRate
 from pyrula.agents.compat import Anthropic, AsyncAnthropic, AsyncOpenAI, journaled
-from tests.compat import anthropic_stub, openai_stub
-from tests.compat.rows import park_and_resume
+from tests.agents.compat import anthropic_stub, openai_stub
+from tests.agents.compat.rows import park_and_resume
 from tests.providers import ANTHROPIC_LIB, OPENAI_LIB
 
 _keys = itertools.count()
@@ -122,7 +122,7 @@ def test_a_sync_call_with_no_run_runs_unlimited_and_warns_once(caplog):
 
 def test_a_boto3_bedrock_client_waits_for_a_slot_and_replays_take_none():
     pytest.importorskip("boto3")
-    from tests.compat import bedrock_stub as bs
+    from tests.agents.compat import bedrock_stub as bs
 
     clock = SkippingClock()
     messages = [{"role": "user", "content": [{"text": "Ping?"}]}]
@@ -143,7 +143,7 @@ def test_a_boto3_bedrock_client_waits_for_a_slot_and_replays_take_none():
 def test_a_gemini_client_waits_for_a_slot_and_replays_take_none(how):
     pytest.importorskip("google.genai")
     from pyrula.agents.compat import genai
-    from tests.compat import genai_stub
+    from tests.agents.compat import genai_stub
 
     clock = SkippingClock()
     stub = genai_stub.upstream()

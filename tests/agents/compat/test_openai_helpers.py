@@ -13,8 +13,8 @@ import pytest
 
 from pyrula.agents import AgentContext, ReplayInputChanged, agent
 from pyrula.runtime import resume
-from tests.compat.openai_stub import upstream
-from tests.compat.test_openai_surfaces import (
+from tests.agents.compat.openai_stub import upstream
+from tests.agents.compat.test_openai_surfaces import (
     _CHAT,
     _RESP,
     make_client,
