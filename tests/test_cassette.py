@@ -13,7 +13,7 @@ import pytest
 
 import pyrula
 from pyrula.journal import Exchanges, Store
-from tests.providers import (
+from tests.fakes.provider import (
     OPENAI_LIB,
     Upstream,
     ask,

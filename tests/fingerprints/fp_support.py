@@ -14,7 +14,7 @@ import openai
 import pytest
 from pyrula.fingerprints import Canonical, RequestParts, canonical_json, canonicalize
 
-from tests.providers import ANTHROPIC_LIB
+from tests.fakes.provider import ANTHROPIC_LIB
 
 # What every openai/anthropic call carries and must never matter (see SDK-FACTS.md).
 VOLATILE_HEADERS = {

@@ -10,7 +10,7 @@ import httpx2
 import pytest
 
 import pyrula
-from tests.providers import (
+from tests.fakes.provider import (
     ANTHROPIC_LIB,
     OPENAI_LIB,
     TEST_KEY,

@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.proxy.upstream import SSE_HEADERS, Script, ScriptedUpstream, chat_chunks
+from tests.fakes.server import SSE_HEADERS, Script, ScriptedUpstream, chat_chunks
 
 PYRULA = [sys.executable, "-c", "from pyrula.cli.app import main; main()"]
 CHAT = b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}'

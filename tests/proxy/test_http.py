@@ -17,8 +17,8 @@ from pyrula.proxy import ConfigError, Limits, ProxyConfig, parse_listen, parse_r
 from pyrula.proxy.headers import client_reply, decodable_encodings, upstream_request
 from pyrula.proxy.routes import RouteTable
 
+from tests.fakes.server import Script, ScriptedUpstream, chat_json
 from tests.proxy.support import raw_exchange, routes_to, running, status_of
-from tests.proxy.upstream import Script, ScriptedUpstream, chat_json
 
 TOKEN = "t0ken-for-the-proxy-1234567890"
 CHAT = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'

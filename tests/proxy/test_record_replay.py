@@ -16,7 +16,7 @@ from pyrula.proxy import ConfigError
 
 from pyrula.cassette import Cassette
 from pyrula.journal import Exchanges, Store
-from tests.providers import (
+from tests.fakes.provider import (
     ANTHROPIC_LIB,
     OPENAI_LIB,
     Upstream,
@@ -24,8 +24,8 @@ from tests.providers import (
     journal_transport,
     json_reply,
 )
+from tests.fakes.server import Script, ScriptedUpstream, chat_json
 from tests.proxy.support import KEY, routes_to, running, store_bytes
-from tests.proxy.upstream import Script, ScriptedUpstream, chat_json
 
 ASK = [{"role": "user", "content": "What is a pyrula?"}]
 

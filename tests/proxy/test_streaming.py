@@ -11,8 +11,8 @@ import httpx
 import pytest
 
 from pyrula.journal import Exchanges, Store
+from tests.fakes.server import SSE_HEADERS, Script, ScriptedUpstream, chat_chunks, chat_json
 from tests.proxy.support import routes_to, running
-from tests.proxy.upstream import SSE_HEADERS, Script, ScriptedUpstream, chat_chunks, chat_json
 
 HTTP = httpx.Client(timeout=10)
 CHAT = b'{"model":"m","messages":[{"role":"user","content":"stream please"}],"stream":true}'

@@ -18,8 +18,8 @@ from pyrula.agents import (
 )
 from pyrula.journal.exchanges import Exchanges
 from pyrula.runtime import answer
-from tests.providers import OPENAI_LIB
-from tests.runtime.helpers import (
+from tests.fakes.provider import OPENAI_LIB
+from tests.runtime.support import (
     ask,
     async_openai,
     chat_upstream,
@@ -231,7 +231,7 @@ def test_tools_run_once_wait_for_approval_and_keep_their_limits():
 
 @agent(name="abandons_stream")
 async def abandons_stream(ctx: AgentContext) -> str:
-    from tests.providers import chat_sse, sse_reply
+    from tests.fakes.provider import chat_sse, sse_reply
 
     streaming = chat_upstream()
     streaming.reply = lambda request: sse_reply(chat_sse("one two three four"))

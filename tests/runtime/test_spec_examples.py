@@ -9,8 +9,8 @@ import openai
 
 from pyrula.agents import AgentContext, agent
 from pyrula.agents.testing.runner import AgentRunner
-from tests.agents.compat.openai_stub import response_body
-from tests.providers import OPENAI_LIB, journal_transport
+from tests.fakes.openai_api import response_body
+from tests.fakes.provider import OPENAI_LIB, journal_transport
 
 
 def test_a_raw_sdk_client_on_the_transport_is_journaled_and_metered():

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 import pyrula
-from tests.providers import (
+from tests.fakes.provider import (
     ANTHROPIC_LIB,
     OPENAI_LIB,
     Upstream,

@@ -10,7 +10,7 @@ import pytest
 
 import pyrula
 from pyrula.journal import Exchanges, Store
-from tests.providers import (
+from tests.fakes.provider import (
     OPENAI_LIB,
     Upstream,
     ask,

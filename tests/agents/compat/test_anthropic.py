@@ -16,11 +16,11 @@ from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.agents.compat import AsyncAnthropic, journaled
 from pyrula.agents.compat import anthropic as compat
 from pyrula.runtime.metering import Usage, prices
-from tests.agents.compat.anthropic_stub import ANSWER, MSG, upstream
-from tests.agents.compat.rows import dumped, park_and_resume
+from tests.agents.compat.support import dumped, park_and_resume
 from tests.agents.compat.test_anthropic_surfaces import make_client, make_sync_client
-from tests.providers import ANTHROPIC_LIB, Upstream, json_reply
-from tests.runtime.helpers import run_to_rest
+from tests.fakes.anthropic_api import ANSWER, MSG, upstream
+from tests.fakes.provider import ANTHROPIC_LIB, Upstream, json_reply
+from tests.runtime.support import run_to_rest
 
 _MAJOR = int(anthropic.__version__.split(".")[0])
 
@@ -373,7 +373,7 @@ def test_usage_is_metered_with_cache_reads_and_writes():
     }
 
     def reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
-        from tests.providers import anthropic_message
+        from tests.fakes.provider import anthropic_message
 
         return json_reply({**anthropic_message(ANSWER), "usage": usage})
 
@@ -548,7 +548,7 @@ def test_breaking_out_on_message_stop_leaves_the_call_journaled():
 
 def test_a_stream_without_message_stop_raises_and_replays_the_error():
     from pyrula.agents import ProviderStreamTruncated
-    from tests.providers import anthropic_sse, sse_reply
+    from tests.fakes.provider import anthropic_sse, sse_reply
 
     stub = Upstream(ANTHROPIC_LIB, lambda request: sse_reply(anthropic_sse("Pong .", stop=False)))
     caught: list[str] = []
@@ -567,7 +567,7 @@ def test_a_stream_without_message_stop_raises_and_replays_the_error():
 
 def test_a_replayed_message_has_no_request_id():
     def reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
-        from tests.providers import anthropic_message
+        from tests.fakes.provider import anthropic_message
 
         status, headers, frames = json_reply(anthropic_message(ANSWER))
         return status, {**headers, "request-id": "req_live_1"}, frames
@@ -626,7 +626,7 @@ def test_an_abandoned_stream_counts_the_tool_arguments_that_arrived_as_output():
     arguments = json.dumps({"query": "x" * 8_000})
 
     def reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
-        from tests.providers import anthropic_message
+        from tests.fakes.provider import anthropic_message
 
         def event(name: str, **data: Any) -> bytes:
             return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()

@@ -11,9 +11,9 @@ import pytest
 
 from pyrula.agents import AgentContext
 from pyrula.agents.compat import Anthropic, AsyncAnthropic, journaled
-from tests.agents.compat.anthropic_stub import MSG
-from tests.agents.compat.rows import park_and_resume
-from tests.providers import ANTHROPIC_LIB, Upstream, anthropic_message, json_reply
+from tests.agents.compat.support import park_and_resume
+from tests.fakes.anthropic_api import MSG
+from tests.fakes.provider import ANTHROPIC_LIB, Upstream, anthropic_message, json_reply
 
 instructor = pytest.importorskip("instructor")
 

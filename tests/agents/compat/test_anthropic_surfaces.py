@@ -9,9 +9,9 @@ import pytest
 
 from pyrula.agents.compat._anthropic_surfaces import ANTHROPIC, SURFACES
 from pyrula.agents.compat.anthropic import Anthropic, AsyncAnthropic
-from tests.agents.compat.anthropic_stub import MSG, upstream
-from tests.agents.compat.rows import check_row
-from tests.providers import ANTHROPIC_LIB
+from tests.agents.compat.support import check_row
+from tests.fakes.anthropic_api import MSG, upstream
+from tests.fakes.provider import ANTHROPIC_LIB
 
 _RAW = ("with_raw_response", "with_streaming_response")
 _GEN = ("messages", "beta.messages")

@@ -21,8 +21,8 @@ from pyrula.agents.compat.bedrock import journaled_bedrock
 from pyrula.errors import BudgetExceeded
 from pyrula.runtime import answer
 from pyrula.runtime.metering import canonical_model
-from tests.agents.compat import bedrock_stub as bs
-from tests.runtime.helpers import drive, new_store, run_to_rest
+from tests.fakes import bedrock_api as bs
+from tests.runtime.support import drive, new_store, run_to_rest
 
 MESSAGES = [{"role": "user", "content": [{"text": "Ping?"}]}]
 

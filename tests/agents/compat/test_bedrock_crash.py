@@ -20,7 +20,7 @@ from pyrula.agents import AgentContext, agent
 from pyrula.agents.compat.bedrock import journaled_bedrock
 from pyrula.journal.store import open_store
 from pyrula.runtime import Worker, submit
-from tests.agents.compat import bedrock_stub as bs
+from tests.fakes import bedrock_api as bs
 
 ROOT = Path(__file__).parents[3]
 

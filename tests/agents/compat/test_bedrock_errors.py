@@ -13,7 +13,6 @@ import pytest
 from botocore.config import Config
 
 from pyrula.errors import ProviderStreamTruncated
-from tests.agents.compat import bedrock_stub as bs
 from tests.agents.compat.test_bedrock import (
     MESSAGES,
     Case,
@@ -22,6 +21,7 @@ from tests.agents.compat.test_bedrock import (
     llm_done,
     store_bytes,
 )
+from tests.fakes import bedrock_api as bs
 
 
 @pytest.fixture
@@ -187,7 +187,7 @@ def test_missing_credentials_are_not_journaled(monkeypatch: pytest.MonkeyPatch, 
     from pyrula.agents import AgentContext, agent
     from pyrula.agents.compat.bedrock import journaled_bedrock
     from pyrula.runtime import answer
-    from tests.runtime.helpers import drive, new_store, run_to_rest
+    from tests.runtime.support import drive, new_store, run_to_rest
 
     errors: list[BaseException] = []
     with bs.BedrockStub() as stub:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tests.agents.compat import bedrock_stub as bs
 from tests.agents.compat.test_bedrock import Case, llm_done
+from tests.fakes import bedrock_api as bs
 
 instructor = pytest.importorskip("instructor")
 

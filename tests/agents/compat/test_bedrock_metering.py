@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from pyrula.runtime.metering import Usage, canonical_model, prices, usage_from_reply
-from tests.agents.compat import bedrock_stub as bs
 from tests.agents.compat.test_bedrock import MESSAGES, Case, llm_done
+from tests.fakes import bedrock_api as bs
 
 _CACHED = {
     "inputTokens": 20,

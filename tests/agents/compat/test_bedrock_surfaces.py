@@ -12,9 +12,9 @@ import pytest
 from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.agents.compat.bedrock import TABLE, journaled_bedrock
 from pyrula.runtime import answer
-from tests.agents.compat import bedrock_stub as bs
 from tests.agents.compat.test_bedrock import MESSAGES, Case, converse, llm_done
-from tests.runtime.helpers import drive, new_store, run_to_rest
+from tests.fakes import bedrock_api as bs
+from tests.runtime.support import drive, new_store, run_to_rest
 
 # The spec's "Amazon Bedrock (boto3)" section, as data.
 EXPECTED = {

@@ -26,7 +26,9 @@ from pyrula.transport.adapters import (
     Httpx2Transport,
     HttpxTransport,
 )
-from tests.agents.compat.genai_stub import (
+from tests.agents.compat.support import dumped
+from tests.agents.compat.test_openai_surfaces import park_and_resume
+from tests.fakes.gemini_api import (
     ANSWER,
     GENAI_LIB,
     MODEL,
@@ -36,10 +38,8 @@ from tests.agents.compat.genai_stub import (
     stream_chunks,
     upstream,
 )
-from tests.agents.compat.rows import dumped
-from tests.agents.compat.test_openai_surfaces import park_and_resume
-from tests.providers import TEST_KEY, json_reply
-from tests.runtime.helpers import drive, run_to_rest
+from tests.fakes.provider import TEST_KEY, json_reply
+from tests.runtime.support import drive, run_to_rest
 
 _JOURNAL = (AsyncHttpx2Transport, AsyncHttpxTransport, Httpx2Transport, HttpxTransport)
 

@@ -12,10 +12,10 @@ import pytest
 
 from pyrula.agents import AgentContext
 from pyrula.agents.compat import genai
-from tests.agents.compat.genai_stub import MODEL, make_client, response, upstream
 from tests.agents.compat.instructor_support import User
 from tests.agents.compat.test_openai_surfaces import park_and_resume
-from tests.providers import json_reply
+from tests.fakes.gemini_api import MODEL, make_client, response, upstream
+from tests.fakes.provider import json_reply
 
 instructor = pytest.importorskip("instructor")
 pytest.importorskip("jsonref", reason="instructor needs it for Gemini: instructor[google-genai]")

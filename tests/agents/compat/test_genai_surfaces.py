@@ -11,9 +11,9 @@ from google.genai import types
 
 from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.agents.compat._genai_surfaces import GENAI, SURFACES
-from tests.agents.compat.genai_stub import MODEL, make_client, upstream
-from tests.agents.compat.rows import park_and_resume
-from tests.runtime.helpers import run_to_rest
+from tests.agents.compat.support import park_and_resume
+from tests.fakes.gemini_api import MODEL, make_client, upstream
+from tests.runtime.support import run_to_rest
 
 _MEDIA = (
     "generate_images",

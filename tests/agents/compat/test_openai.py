@@ -17,10 +17,10 @@ from pyrula.agents.compat import openai as compat
 from pyrula.agents.compat.openai import AsyncOpenAI, OpenAI, journaled
 from pyrula.agents.testing.runner import AgentRunner
 from pyrula.transport import AsyncHttpx2Transport, AsyncHttpxTransport
-from tests.agents.compat.openai_stub import upstream
 from tests.agents.compat.test_openai_surfaces import _CHAT, _RESP, make_client, park_and_resume
-from tests.providers import OPENAI_LIB
-from tests.runtime.helpers import run_to_rest
+from tests.fakes.openai_api import upstream
+from tests.fakes.provider import OPENAI_LIB
+from tests.runtime.support import run_to_rest
 
 _STACKS = [OPENAI_LIB] + ([legacy_httpx] if OPENAI_LIB is not legacy_httpx else [])
 

@@ -13,7 +13,6 @@ import pytest
 
 from pyrula.agents import AgentContext, ReplayInputChanged, agent
 from pyrula.runtime import resume
-from tests.agents.compat.openai_stub import upstream
 from tests.agents.compat.test_openai_surfaces import (
     _CHAT,
     _RESP,
@@ -21,8 +20,9 @@ from tests.agents.compat.test_openai_surfaces import (
     make_sync_client,
     park_and_resume,
 )
-from tests.providers import OPENAI_LIB, Upstream, chat_completion, json_reply
-from tests.runtime.helpers import drive, new_store, run_to_rest
+from tests.fakes.openai_api import upstream
+from tests.fakes.provider import OPENAI_LIB, Upstream, chat_completion, json_reply
+from tests.runtime.support import drive, new_store, run_to_rest
 
 
 class Answer(pydantic.BaseModel):

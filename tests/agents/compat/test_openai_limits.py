@@ -16,9 +16,9 @@ from pyrula.errors import BudgetExceeded
 from pyrula.journal.store import Store
 from pyrula.runtime import answer, resume
 from pyrula.runtime.metering import prices
-from tests.agents.compat.openai_stub import response_body, response_sse
 from tests.agents.compat.test_openai_surfaces import _CHAT, _RESP, make_client, park_and_resume
-from tests.providers import (
+from tests.fakes.openai_api import response_body, response_sse
+from tests.fakes.provider import (
     OPENAI_LIB,
     Upstream,
     chat_completion,
@@ -26,7 +26,7 @@ from tests.providers import (
     json_reply,
     sse_reply,
 )
-from tests.runtime.helpers import drive, new_store, run_to_rest
+from tests.runtime.support import drive, new_store, run_to_rest
 
 OPENAI_MAJOR = int(openai.__version__.split(".")[0])
 

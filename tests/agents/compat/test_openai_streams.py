@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from pyrula.agents import AgentContext
-from tests.agents.compat.openai_stub import upstream
 from tests.agents.compat.test_openai_surfaces import (
     _CHAT,
     make_client,
     make_sync_client,
     park_and_resume,
 )
+from tests.fakes.openai_api import upstream
 
 
 def _llm_done(handle: Any) -> list[dict[str, Any]]:
@@ -77,8 +77,8 @@ def _cut_upstream() -> Any:
     """The stub provider, with every stream ended before its terminal frame."""
     import json
 
-    from tests.agents.compat.openai_stub import response_sse
-    from tests.providers import OPENAI_LIB, Upstream, chat_sse, sse_reply
+    from tests.fakes.openai_api import response_sse
+    from tests.fakes.provider import OPENAI_LIB, Upstream, chat_sse, sse_reply
 
     def reply(request: Any) -> Any:
         if "chat" in request.url.path:
@@ -281,7 +281,7 @@ def _two_choices(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
 
 @pytest.mark.parametrize("stop_after", [1, 2], ids=["first-choice", "every-choice"])
 def test_with_n_above_one_a_stream_is_journaled_once_every_choice_finished(stop_after):
-    from tests.providers import OPENAI_LIB, Upstream
+    from tests.fakes.provider import OPENAI_LIB, Upstream
 
     stub = Upstream(OPENAI_LIB, _two_choices)
 

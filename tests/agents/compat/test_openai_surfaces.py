@@ -9,9 +9,9 @@ import pytest
 
 from pyrula.agents.compat._openai_surfaces import OPENAI, SURFACES
 from pyrula.agents.compat.openai import AsyncOpenAI, OpenAI
-from tests.agents.compat.openai_stub import upstream
-from tests.agents.compat.rows import check_row, invoke, park_and_resume  # noqa: F401
-from tests.providers import OPENAI_LIB
+from tests.agents.compat.support import check_row, invoke, park_and_resume  # noqa: F401
+from tests.fakes.openai_api import upstream
+from tests.fakes.provider import OPENAI_LIB
 
 # The spec's table, typed out independently of `_surfaces.SURFACES`.
 EXPECTED = {

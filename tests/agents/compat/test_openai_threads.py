@@ -7,8 +7,8 @@ import warnings
 
 from pyrula.agents import AgentContext, agent
 from pyrula.agents.compat.openai import OpenAI
-from tests.providers import OPENAI_LIB
-from tests.runtime.helpers import chat_upstream, run_to_rest
+from tests.fakes.provider import OPENAI_LIB
+from tests.runtime.support import chat_upstream, run_to_rest
 
 UPSTREAM = chat_upstream()
 

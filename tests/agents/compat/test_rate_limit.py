@@ -12,9 +12,10 @@ import pytest
 
 from pyrula.agents import AgentContext, LLMRate
 from pyrula.agents.compat import Anthropic, AsyncAnthropic, AsyncOpenAI, journaled
-from tests.agents.compat import anthropic_stub, openai_stub
-from tests.agents.compat.rows import park_and_resume
-from tests.providers import ANTHROPIC_LIB, OPENAI_LIB
+from tests.agents.compat.support import park_and_resume
+from tests.fakes import anthropic_api as anthropic_stub
+from tests.fakes import openai_api as openai_stub
+from tests.fakes.provider import ANTHROPIC_LIB, OPENAI_LIB
 
 _keys = itertools.count()
 
@@ -122,7 +123,7 @@ def test_a_sync_call_with_no_run_runs_unlimited_and_warns_once(caplog):
 
 def test_a_boto3_bedrock_client_waits_for_a_slot_and_replays_take_none():
     pytest.importorskip("boto3")
-    from tests.agents.compat import bedrock_stub as bs
+    from tests.fakes import bedrock_api as bs
 
     clock = SkippingClock()
     messages = [{"role": "user", "content": [{"text": "Ping?"}]}]
@@ -143,7 +144,7 @@ def test_a_boto3_bedrock_client_waits_for_a_slot_and_replays_take_none():
 def test_a_gemini_client_waits_for_a_slot_and_replays_take_none(how):
     pytest.importorskip("google.genai")
     from pyrula.agents.compat import genai
-    from tests.agents.compat import genai_stub
+    from tests.fakes import gemini_api as genai_stub
 
     clock = SkippingClock()
     stub = genai_stub.upstream()

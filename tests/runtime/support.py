@@ -11,7 +11,13 @@ import openai
 
 from pyrula.journal.store import open_store
 from pyrula.runtime import RunHandle, Worker, submit
-from tests.providers import OPENAI_LIB, Upstream, chat_completion, journal_transport, json_reply
+from tests.fakes.provider import (
+    OPENAI_LIB,
+    Upstream,
+    chat_completion,
+    journal_transport,
+    json_reply,
+)
 
 
 def chat_upstream(prefix: str = "answer to") -> Upstream:

@@ -10,7 +10,7 @@ import pydantic
 
 from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.runtime import answer
-from tests.runtime.helpers import drive, new_store, run_to_rest
+from tests.runtime.support import drive, new_store, run_to_rest
 
 
 async def invoke(client: Any, call: str, kwargs: dict[str, Any]) -> Any:

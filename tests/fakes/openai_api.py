@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tests.providers import (
+from tests.fakes.provider import (
     OPENAI_LIB,
     Upstream,
     chat_completion,

@@ -9,7 +9,7 @@ import google.genai
 import httpx
 import httpx2
 
-from tests.providers import TEST_KEY, Upstream, json_reply, logged_upstream
+from tests.fakes.provider import TEST_KEY, Upstream, json_reply, logged_upstream
 
 # google-genai 3.x sends through httpx2 by default, older releases through httpx.
 GENAI_LIB: Any = httpx2 if int(google.genai.__version__.split(".")[0]) >= 3 else httpx

@@ -8,7 +8,7 @@ import json
 import struct
 from typing import Any
 
-from tests.providers import (
+from tests.fakes.provider import (
     ANTHROPIC_LIB,
     Upstream,
     anthropic_message,
