@@ -14,9 +14,8 @@ ROOT = pathlib.Path(__file__).parents[1]
 SUITE = """
 import json
 import pytest
-from tests.fakes.provider import (
-    OPENAI_LIB, Upstream, ask, chat_completion, json_reply, openai_client,
-)
+from tests.fakes.openai_api import chat_completion, openai_client
+from tests.fakes.provider import OPENAI_LIB, Upstream, ask, json_reply
 
 CALLS = []
 

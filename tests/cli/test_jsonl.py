@@ -7,12 +7,12 @@ import json
 from pathlib import Path
 
 import httpx2
-from cli_support import Invoke
 from hypothesis import given
 from hypothesis import strategies as st
 
 import pyrula
 from pyrula.cli._jsonl import frame_bytes, frame_json
+from tests.cli.support import Invoke
 
 BINARY = bytes(range(256)) * 3
 

@@ -1,6 +1,7 @@
-"""A stand-in Bedrock runtime on 127.0.0.1 for the boto3 drop-in's tests.
+"""The Bedrock runtime, stood in on 127.0.0.1 for the boto3 drop-in's tests: AWS event-stream
+frames, converse replies plain and streamed, errors, and a real boto3 client sending to it.
 
-A real HTTP/1.1 server (the stdlib's), so botocore signs with SigV4, sends through its own
+A real HTTP/1.1 server (`server.Server`), so botocore signs with SigV4, sends through its own
 urllib3 pool and reads the reply as it would from AWS. Each request takes the next scripted
 `Answer` (a converse reply when none is left) and is logged with its headers and body.
 """
@@ -8,18 +9,18 @@ urllib3 pool and reads the reply as it would from AWS. Each request takes the ne
 from __future__ import annotations
 
 import base64
+import binascii
+import functools
 import json
-import socket
 import struct
-import threading
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
-from pyrula.transport.eventstream import CONTENT_TYPE, encode_message
+from tests.fakes.server import Script, Server
+
+CONTENT_TYPE = "application/vnd.amazon.eventstream"
 
 # Fake credentials, shaped like real ones so the store scan would catch them.
 ACCESS_KEY = "AKIAPYRULATEST000042"
@@ -29,28 +30,25 @@ MODEL_ID = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
 USAGE = {"inputTokens": 11, "outputTokens": 4, "totalTokens": 15}
 
 
-@dataclass
-class Seen:
-    path: str
-    headers: dict[str, str]
-    body: bytes
-
-    def json(self) -> Any:
-        return json.loads(self.body)
+# A Bedrock answer: every frame written as an HTTP chunk.
+Answer = functools.partial(Script, chunked=True)
 
 
-@dataclass
-class Answer:
-    status: int = 200
-    headers: dict[str, str] = field(default_factory=lambda: {"content-type": "application/json"})
-    frames: list[bytes] = field(default_factory=list)
-    # "end": finish the reply; "reset": drop the connection after the frames (mid-stream);
-    # "hang": send nothing more until the stub closes (the client's read timeout fires).
-    then: str = "end"
-    hang_first: bool = False  # hang before the status line: a read timeout with nothing back
+def _string_header(name: str, value: str) -> bytes:
+    raw = value.encode()
+    return bytes([len(name)]) + name.encode() + b"\x07" + struct.pack(">H", len(raw)) + raw
 
 
-def converse_reply(text: str = "Pong.", usage: dict[str, int] | None = None) -> Answer:
+def encode_message(headers: dict[str, str], payload: bytes) -> bytes:
+    """One AWS event-stream message, as Bedrock sends it (prelude, CRCs and all), written out
+    here by hand rather than by the library under test."""
+    encoded = b"".join(_string_header(name, value) for name, value in headers.items())
+    prelude = struct.pack(">II", 12 + len(encoded) + len(payload) + 4, len(encoded))
+    message = prelude + struct.pack(">I", binascii.crc32(prelude)) + encoded + payload
+    return message + struct.pack(">I", binascii.crc32(message))
+
+
+def converse_reply(text: str = "Pong.", usage: dict[str, int] | None = None) -> Script:
     body = {
         "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
         "stopReason": "end_turn",
@@ -96,12 +94,12 @@ def anthropic_chunk(payload: dict[str, Any]) -> bytes:
     return event("chunk", {"bytes": data})
 
 
-def stream_answer(frames: list[bytes], then: str = "end") -> Answer:
+def stream_answer(frames: list[bytes], then: str = "end") -> Script:
     headers = {"content-type": CONTENT_TYPE, "x-amzn-RequestId": "req-stream-1"}
     return Answer(headers=headers, frames=frames, then=then)
 
 
-def error_answer(status: int, code: str, message: str, request_id: str = "req-err-1") -> Answer:
+def error_answer(status: int, code: str, message: str, request_id: str = "req-err-1") -> Script:
     headers = {
         "content-type": "application/json",
         "x-amzn-RequestId": request_id,
@@ -112,88 +110,14 @@ def error_answer(status: int, code: str, message: str, request_id: str = "req-er
     )
 
 
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: _Server
+class BedrockStub(Server):
+    """`with BedrockStub(*answers) as stub:` serves on `stub.url` until the block ends."""
 
-    def log_message(self, format: str, *args: Any) -> None:
-        return None
-
-    def _serve(self) -> None:
-        stub = self.server.stub
-        body = self.rfile.read(int(self.headers.get("content-length") or 0))
-        with stub.lock:
-            stub.seen.append(Seen(self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-            answer = stub.answers.pop(0) if stub.answers else converse_reply()
-        if answer.hang_first:
-            stub.released.wait(10)
-            return
-        self.send_response(answer.status)
-        for name, value in answer.headers.items():
-            self.send_header(name, value)
-        self.send_header("transfer-encoding", "chunked")
-        self.end_headers()
-        # `{authorization}` in a scripted body echoes the request's signature back, as a
-        # careless error message might.
-        echoed = (self.headers.get("authorization") or "").encode()
-        for frame in (f.replace(b"{authorization}", echoed) for f in answer.frames):
-            self.wfile.write(f"{len(frame):x}\r\n".encode() + frame + b"\r\n")
-            self.wfile.flush()
-        if answer.then == "hang":
-            stub.released.wait(10)
-        elif answer.then == "reset":
-            # An RST instead of the last chunk: the client's read fails mid-body.
-            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-            self.close_connection = True
-        else:
-            self.wfile.write(b"0\r\n\r\n")
-
-    do_GET = do_POST = _serve
+    def __init__(self, *answers: Script) -> None:
+        super().__init__(lambda seen: converse_reply(), *answers)
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
-    stub: BedrockStub
-
-
-class BedrockStub:
-    """`with BedrockStub() as stub:` serves on `stub.url` until the block ends."""
-
-    def __init__(self, *answers: Answer) -> None:
-        self.answers = list(answers)
-        self.seen: list[Seen] = []
-        self.lock = threading.Lock()
-        self.released = threading.Event()
-        self._server = _Server(("127.0.0.1", 0), _Handler)
-        self._server.stub = self
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def script(self, *answers: Answer) -> None:
-        with self.lock:
-            self.answers.extend(answers)
-
-    def count(self) -> int:
-        with self.lock:
-            return len(self.seen)
-
-    def __enter__(self) -> BedrockStub:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.released.set()
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-
-def client(stub: BedrockStub, *, attempts: int = 1, **config: Any) -> Any:
+def client(stub: Any, *, attempts: int = 1, **config: Any) -> Any:
     """A real boto3 `bedrock-runtime` client signing with fake credentials, sending to `stub`."""
     return boto3.client(
         "bedrock-runtime",

@@ -1,18 +1,13 @@
-"""A stand-in Gemini API for the drop-in's tests: real google-genai clients over a MockTransport."""
+"""The Gemini API, stood in: reply builders (plain and streamed), the surfaces the drop-in's
+tests call, and real google-genai clients over a MockTransport."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
-import google.genai
-import httpx
-import httpx2
+from tests.fakes.provider import GENAI_LIB, TEST_KEY, Reply, Upstream, json_reply
 
-from tests.fakes.provider import TEST_KEY, Upstream, json_reply, logged_upstream
-
-# google-genai 3.x sends through httpx2 by default, older releases through httpx.
-GENAI_LIB: Any = httpx2 if int(google.genai.__version__.split(".")[0]) >= 3 else httpx
 MODEL = "gemini-test"
 BASE_URL = "http://genai.test"
 ANSWER = '{"answer": "Pong."}'
@@ -56,7 +51,7 @@ def stream_chunks(words: str = "Pong .", usage: dict[str, Any] = USAGE) -> list[
     return chunks
 
 
-def _reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
+def _reply(request: Any) -> Reply:
     path = request.url.path
     verb = path.rsplit(":", 1)[-1] if ":" in path.rsplit("/", 1)[-1] else ""
     if verb == "generateContent":
@@ -78,7 +73,7 @@ def _reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
 
 def upstream(reply: Any = _reply) -> Upstream:
     """A stub Gemini API; `.seen` lists each request that reached it as "METHOD path:verb"."""
-    return logged_upstream(GENAI_LIB, reply, ("/v1beta", "/v1"))
+    return Upstream(GENAI_LIB, reply, ("/v1beta", "/v1"))
 
 
 def http_options(stub: Upstream, **extra: Any) -> dict[str, Any]:

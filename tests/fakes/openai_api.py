@@ -1,21 +1,110 @@
-"""A stand-in OpenAI API for the drop-in's tests: answers every surface the tests call."""
+"""The OpenAI API, stood in: reply builders for chat completions and responses (plain and
+streamed), the surfaces the drop-in's tests call, and SDK clients sending to a stand-in."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
+
+import openai
 
 from tests.fakes.provider import (
     OPENAI_LIB,
+    Reply,
     Upstream,
-    chat_completion,
-    chat_sse,
     json_reply,
-    logged_upstream,
+    sdk_client,
     sse_reply,
 )
 
 ANSWER = '{"answer": "Pong."}'
+BASE_URL = "http://openai.test/v1"
+USAGE = {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11}
+STREAM_USAGE = {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+SMALL_USAGE = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
+SSE_HEADERS = {"content-type": "text/event-stream"}
+
+
+def chat_completion(
+    text: str,
+    *,
+    model: str = "gpt-test",
+    id: str = "chatcmpl-1",
+    usage: dict[str, int] | None = USAGE,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A chat completion answering `text`; `extra` fields go beside `choices`."""
+    body: dict[str, Any] = {
+        "id": id,
+        "object": "chat.completion",
+        "created": 0,
+        "model": model,
+        **extra,
+        "choices": [
+            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
+        ],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+def chat_json(text: str) -> bytes:
+    """A chat completion's bytes, as the proxy tests' upstream sends it."""
+    return json.dumps(
+        chat_completion(text, model="m", id="chatcmpl-up", usage=SMALL_USAGE)
+    ).encode()
+
+
+def sse(*events: dict[str, Any] | str) -> list[bytes]:
+    """Frames of an OpenAI-style stream: `data: {json}` each, `[DONE]` given as a string."""
+    return [f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode() for e in events]
+
+
+def chat_chunks(
+    pieces: Sequence[str],
+    *,
+    done: bool = True,
+    finish: bool = True,
+    role: bool = False,
+    usage: dict[str, int] | None = None,
+    id: str = "chatcmpl-up",
+    model: str = "m",
+) -> list[bytes]:
+    """A streamed chat completion, one chunk a piece: an opening `role` chunk if asked, the
+    finish chunk, a usage chunk, then `[DONE]`."""
+    base = {"id": id, "object": "chat.completion.chunk", "created": 0, "model": model}
+
+    def chunk(delta: dict[str, str], finish_reason: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+    events: list[dict[str, Any] | str] = []
+    if role:
+        events.append(chunk({"role": "assistant", "content": ""}))
+    events.extend(chunk({"content": piece}) for piece in pieces)
+    if finish:
+        events.append(chunk({}, "stop"))
+    if usage is not None:
+        events.append({**base, "choices": [], "usage": usage})
+    if done:
+        events.append("[DONE]")
+    return sse(*events)
+
+
+def chat_sse(
+    text: str, *, usage: bool = False, done: bool = True, finish: bool = True
+) -> list[bytes]:
+    """`text` streamed word by word, as the OpenAI SDK tests expect it."""
+    return chat_chunks(
+        [word + " " for word in text.split(" ")],
+        done=done,
+        finish=finish,
+        role=True,
+        usage=STREAM_USAGE if usage else None,
+        id="chatcmpl-s",
+        model="gpt-test",
+    )
 
 
 def response_body(text: str = ANSWER) -> dict[str, Any]:
@@ -76,7 +165,7 @@ def response_sse(text: str = ANSWER) -> list[bytes]:
 _EMPTY_PAGE = {"object": "list", "data": [], "has_more": False, "first_id": None, "last_id": None}
 
 
-def _reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
+def _reply(request: Any) -> Reply:
     path = request.url.path.removeprefix("/v1")
     body = json.loads(request.content) if request.content else {}
     if request.method == "POST" and path == "/chat/completions":
@@ -103,5 +192,10 @@ def _reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
 
 
 def upstream(lib: Any = OPENAI_LIB) -> Upstream:
-    """A stub provider; `.seen` lists each request that reached it as "METHOD /path"."""
-    return logged_upstream(lib, _reply)
+    """A stand-in OpenAI API; `.seen` lists each request that reached it as "METHOD /path"."""
+    return Upstream(lib, _reply)
+
+
+def openai_client(upstream: Upstream, **kw: Any) -> Any:
+    """A OpenAI client sending to `upstream` (see `provider.sdk_client`)."""
+    return sdk_client(upstream, openai.OpenAI, openai.AsyncOpenAI, BASE_URL, **kw)

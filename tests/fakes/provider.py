@@ -1,27 +1,40 @@
-"""Stand-in upstreams for tests: real SDK clients on top, a MockTransport of the SDK's own stack
-underneath, and a log of every request that reached the "provider"."""
+"""The in-process stand-in provider: a MockTransport of the SDK's own HTTP stack that answers
+from a reply function and logs every request that reached the "provider".
+
+Reply builders per provider live beside it (`openai_api`, `anthropic_api`, `gemini_api`,
+`bedrock_api`); a real socket server on 127.0.0.1 is `server.Server`.
+"""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from typing import Any
 
-import anthropic
 import httpx
 import httpx2
-import openai
 
 import pyrula
 
-OPENAI_LIB: Any = httpx2 if int(openai.__version__.split(".")[0]) >= 3 else httpx
-ANTHROPIC_LIB: Any = httpx2 if int(anthropic.__version__.split(".")[0]) >= 2 else httpx
+
+def _stack(sdk: str, httpx2_from: int) -> Any:
+    """The HTTP library the installed `sdk` sends through (SDK-FACTS.md)."""
+    return httpx2 if int(version(sdk).split(".")[0]) >= httpx2_from else httpx
+
+
+OPENAI_LIB: Any = _stack("openai", 3)
+ANTHROPIC_LIB: Any = _stack("anthropic", 2)
+GENAI_LIB: Any = _stack("google-genai", 3)
 
 TEST_KEY = "sk-test-planted-secret-0123456789abcdef"
 
+Reply = tuple[int, dict[str, str], list[bytes]]
+
 
 def journal_transport(lib: Any, inner: Any, *, is_async: bool = False, **kw: Any) -> Any:
+    """Pyrula's journaling transport for `lib`, wrapping `inner`."""
     if lib is httpx2:
         cls = pyrula.AsyncHttpx2Transport if is_async else pyrula.Httpx2Transport
     else:
@@ -29,109 +42,36 @@ def journal_transport(lib: Any, inner: Any, *, is_async: bool = False, **kw: Any
     return cls(inner, **kw)
 
 
-def chat_completion(
-    text: str, *, model: str = "gpt-test", id: str = "chatcmpl-1"
-) -> dict[str, Any]:
-    return {
-        "id": id,
-        "object": "chat.completion",
-        "created": 0,
-        "model": model,
-        "choices": [
-            {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}
-        ],
-        "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11},
-    }
+def json_reply(payload: Any, status: int = 200) -> Reply:
+    return status, {"content-type": "application/json"}, [json.dumps(payload).encode()]
 
 
-def chat_sse(
-    text: str, *, usage: bool = False, done: bool = True, finish: bool = True
-) -> list[bytes]:
-    chunks = []
-    base = {
-        "id": "chatcmpl-s",
-        "object": "chat.completion.chunk",
-        "created": 0,
-        "model": "gpt-test",
-    }
-    chunks.append(
-        {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}
-    )
-    for word in text.split(" "):
-        chunks.append({**base, "choices": [{"index": 0, "delta": {"content": word + " "}}]})
-    if finish:
-        chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-    if usage:
-        chunks.append(
-            {
-                **base,
-                "choices": [],
-                "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7},
-            }
-        )
-    frames = [f"data: {json.dumps(c)}\n\n".encode() for c in chunks]
-    if done:
-        frames.append(b"data: [DONE]\n\n")
-    return frames
-
-
-def anthropic_message(text: str) -> dict[str, Any]:
-    return {
-        "id": "msg_1",
-        "type": "message",
-        "role": "assistant",
-        "model": "claude-test",
-        "content": [{"type": "text", "text": text}],
-        "stop_reason": "end_turn",
-        "stop_sequence": None,
-        "usage": {"input_tokens": 5, "output_tokens": 2},
-    }
-
-
-def anthropic_sse(text: str, *, stop: bool = True) -> list[bytes]:
-    def ev(name: str, data: dict[str, Any]) -> bytes:
-        return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
-
-    message = {**anthropic_message(""), "content": [], "stop_reason": None}
-    frames = [
-        ev("message_start", {"message": message}),
-        ev("content_block_start", {"index": 0, "content_block": {"type": "text", "text": ""}}),
-    ]
-    for word in text.split(" "):
-        frames.append(
-            ev(
-                "content_block_delta",
-                {"index": 0, "delta": {"type": "text_delta", "text": word + " "}},
-            )
-        )
-    frames.append(ev("content_block_stop", {"index": 0}))
-    frames.append(
-        ev(
-            "message_delta",
-            {
-                "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-                "usage": {"output_tokens": 3},
-            },
-        )
-    )
-    if stop:
-        frames.append(ev("message_stop", {}))
-    return frames
+def sse_reply(frames: list[bytes]) -> Reply:
+    return 200, {"content-type": "text/event-stream"}, frames
 
 
 @dataclass
 class Upstream:
-    """A scripted provider: `reply(request) -> (status, headers, frames)`; logs every request."""
+    """A scripted provider: `reply(request) -> (status, headers, frames)`, each frame sent as its
+    own chunk. The log: `requests` as they came, `calls` their JSON bodies, `headers_seen` their
+    headers, and `seen` each one as "METHOD /path" without the first of `prefixes` it starts
+    with (the API version)."""
 
     lib: Any
-    reply: Callable[[Any], tuple[int, dict[str, str], list[bytes]]]
-    calls: list[dict[str, Any]] = field(default_factory=list)
+    reply: Callable[[Any], Reply]
+    prefixes: tuple[str, ...] = ("/v1",)
+    requests: list[Any] = field(default_factory=list)
+    calls: list[Any] = field(default_factory=list)
     headers_seen: list[dict[str, str]] = field(default_factory=list)
+    seen: list[str] = field(default_factory=list)
 
     def handler(self, request: Any) -> Any:
-        body = json.loads(request.content) if request.content else None
-        self.calls.append(body)
+        path = request.url.path
+        cut = next((p for p in self.prefixes if path.startswith(p)), "")
+        self.requests.append(request)
+        self.calls.append(json.loads(request.content) if request.content else None)
         self.headers_seen.append(dict(request.headers))
+        self.seen.append(f"{request.method} {path.removeprefix(cut)}")
         status, headers, frames = self.reply(request)
         lib = self.lib
 
@@ -148,52 +88,37 @@ class Upstream:
     def transport(self) -> Any:
         return self.lib.MockTransport(self.handler)
 
-
-def json_reply(
-    payload: dict[str, Any], status: int = 200
-) -> tuple[int, dict[str, str], list[bytes]]:
-    return status, {"content-type": "application/json"}, [json.dumps(payload).encode()]
-
-
-def sse_reply(frames: list[bytes]) -> tuple[int, dict[str, str], list[bytes]]:
-    return 200, {"content-type": "text/event-stream"}, frames
+    def http_client(self, *, is_async: bool = False, journal: dict[str, Any] | None = None) -> Any:
+        """An HTTP client of `lib` sending here; through Pyrula's transport unless `journal` is
+        None (its items are that transport's keyword arguments)."""
+        transport = self.transport()
+        if journal is not None:
+            transport = journal_transport(self.lib, transport, is_async=is_async, **journal)
+        return (self.lib.AsyncClient if is_async else self.lib.Client)(transport=transport)
 
 
-def openai_client(upstream: Upstream, *, is_async: bool = False, **kw: Any) -> Any:
-    lib = upstream.lib
-    transport = journal_transport(lib, upstream.transport(), is_async=is_async, **kw)
-    http = (lib.AsyncClient if is_async else lib.Client)(transport=transport)
-    cls = openai.AsyncOpenAI if is_async else openai.OpenAI
-    return cls(api_key=TEST_KEY, base_url="http://openai.test/v1", http_client=http, max_retries=2)
-
-
-def anthropic_client(upstream: Upstream, *, is_async: bool = False, **kw: Any) -> Any:
-    lib = upstream.lib
-    transport = journal_transport(lib, upstream.transport(), is_async=is_async, **kw)
-    http = (lib.AsyncClient if is_async else lib.Client)(transport=transport)
-    cls = anthropic.AsyncAnthropic if is_async else anthropic.Anthropic
-    return cls(api_key=TEST_KEY, base_url="http://anthropic.test", http_client=http, max_retries=2)
+def sdk_client(
+    upstream: Upstream,
+    sync_cls: type,
+    async_cls: type,
+    base_url: str,
+    *,
+    is_async: bool = False,
+    cls: Any = None,
+    journaled: bool = True,
+    api_key: str = TEST_KEY,
+    max_retries: int = 2,
+    **kw: Any,
+) -> Any:
+    """An SDK client sending to `upstream`: the SDK's own (`sync_cls`, or `async_cls` when
+    `is_async`) over Pyrula's transport, or `cls` (a drop-in, say) over a plain one when not
+    `journaled`; `kw` go to the client."""
+    is_async = is_async or (cls is not None and issubclass(cls, async_cls))
+    cls = cls or (async_cls if is_async else sync_cls)
+    http = upstream.http_client(is_async=is_async, journal={} if journaled else None)
+    return cls(api_key=api_key, base_url=base_url, http_client=http, max_retries=max_retries, **kw)
 
 
 def ask(text: str) -> list[dict[str, str]]:
+    """The `messages` of one user turn."""
     return [{"role": "user", "content": text}]
-
-
-def logged_upstream(
-    lib: Any,
-    reply: Callable[[Any], tuple[int, dict[str, str], list[bytes]]],
-    prefixes: tuple[str, ...] = ("/v1",),
-) -> Upstream:
-    """A stub provider whose `.seen` lists each request that reached it as "METHOD /path",
-    without the API version `prefixes` (tried in order, the first that matches is cut)."""
-    seen: list[str] = []
-
-    def logged(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
-        path = request.url.path
-        cut = next((p for p in prefixes if path.startswith(p)), "")
-        seen.append(f"{request.method} {path.removeprefix(cut)}")
-        return reply(request)
-
-    stub = Upstream(lib, logged)
-    stub.seen = seen  # type: ignore[attr-defined]
-    return stub

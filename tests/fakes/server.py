@@ -1,8 +1,10 @@
-"""A scripted stand-in provider for proxy tests: a real HTTP/1.1 server on 127.0.0.1.
+"""The stand-in provider as a real HTTP/1.1 server on 127.0.0.1 (the stdlib's threading server,
+not the proxy's own h11 code), optionally over TLS.
 
-It is the stdlib's threading server (not the proxy's own h11 code), optionally over TLS, and it
-logs every request that reached it. A `Script` says what to answer: status, headers, frames sent
-as separate chunks, and optionally a gate the first frame waits behind before the rest follow.
+Clients that bring their own HTTP stack (botocore's urllib3 pool, the proxy, a subprocess) talk
+to it over a socket. Each request is logged as a `Seen`, then answered by the next queued
+`Script` or else by the reply function: status, headers, frames sent as separate writes (as
+chunks when `chunked`), optionally gated, paused, gzipped, cut off or left hanging.
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import json
 import select
 import socket
 import ssl
+import struct
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Literal
 
 
 @dataclass
@@ -39,6 +42,10 @@ class Script:
     gate: threading.Event | None = None  # the frames after the first wait for it
     pause_s: float = 0.0
     compress: bool = False  # gzip the body (Content-Encoding: gzip)
+    # "end": finish the reply; "reset": drop the connection after the frames (mid-stream);
+    # "hang": send nothing more until the server closes (the client's read timeout fires).
+    then: Literal["end", "reset", "hang"] = "end"
+    hang_first: bool = False  # hang before the status line: a read timeout with nothing back
 
 
 Reply = Callable[[Seen], Script]
@@ -46,7 +53,7 @@ Reply = Callable[[Seen], Script]
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
-    upstream: ScriptedUpstream
+    upstream: Server
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -61,11 +68,14 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         body = self.rfile.read(length) if length else b""
         seen = Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
-        upstream = self.server.upstream
-        with upstream.lock:
-            upstream.seen.append(seen)
-        script = upstream.reply(seen)
-        frames = script.frames
+        script = self.server.upstream.answer(seen)
+        if script.hang_first:
+            self.server.upstream.released.wait(10)
+            return
+        # `{authorization}` in a scripted body echoes the request's signature back, as a
+        # careless error message might.
+        echoed = (self.headers.get("authorization") or "").encode()
+        frames = [frame.replace(b"{authorization}", echoed) for frame in script.frames]
         if script.compress:
             frames = [gzip.compress(b"".join(frames))]
         self.send_response(script.status)
@@ -79,28 +89,39 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("content-length", str(sum(len(f) for f in frames)))
         self.end_headers()
         try:
-            for index, frame in enumerate(frames):
-                if index == 1 and script.gate is not None and not self._wait(script.gate):
-                    with upstream.lock:
-                        upstream.cancelled += 1
-                    self.close_connection = True
-                    return
-                if index and script.pause_s:
-                    threading.Event().wait(script.pause_s)
-                self.wfile.write(
-                    f"{len(frame):x}\r\n".encode() + frame + b"\r\n" if script.chunked else frame
-                )
-                self.wfile.flush()
-            if script.chunked:
-                self.wfile.write(b"0\r\n\r\n")
-                self.wfile.flush()
+            self._send(script, frames)
         except OSError:
-            with upstream.lock:
-                upstream.cancelled += 1
+            self._cancelled()
+
+    def _send(self, script: Script, frames: list[bytes]) -> None:
+        for index, frame in enumerate(frames):
+            if index == 1 and script.gate is not None and not self._wait(script.gate):
+                self._cancelled()
+                return
+            if index and script.pause_s:
+                threading.Event().wait(script.pause_s)
+            self.wfile.write(
+                f"{len(frame):x}\r\n".encode() + frame + b"\r\n" if script.chunked else frame
+            )
+            self.wfile.flush()
+        if script.then == "hang":
+            self.server.upstream.released.wait(10)
+        elif script.then == "reset":
+            # An RST instead of the last chunk: the client's read fails mid-body.
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.close_connection = True
+        elif script.chunked:
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+
+    def _cancelled(self) -> None:
+        upstream = self.server.upstream
+        with upstream.lock:
+            upstream.cancelled += 1
+        self.close_connection = True
 
     def _wait(self, gate: threading.Event) -> bool:
-        """Wait for the gate; False if the proxy closed the connection meanwhile."""
+        """Wait for the gate; False if the client closed the connection meanwhile."""
         while not gate.wait(0.01):
             readable, _, _ = select.select([self.connection], [], [], 0)
             if readable:
@@ -114,12 +135,19 @@ class _Handler(BaseHTTPRequestHandler):
     do_GET = do_POST = do_PUT = do_DELETE = _serve
 
 
-class ScriptedUpstream:
-    def __init__(self, reply: Reply, *, tls: ssl.SSLContext | None = None) -> None:
+class Server:
+    """`with Server(reply) as server:` serves on `server.url` until the block ends.
+
+    The log: `seen` (every request), `cancelled` (replies the client walked away from).
+    """
+
+    def __init__(self, reply: Reply, *scripts: Script, tls: ssl.SSLContext | None = None) -> None:
         self.reply = reply
+        self.scripts = list(scripts)
         self.seen: list[Seen] = []
         self.cancelled = 0
         self.lock = threading.Lock()
+        self.released = threading.Event()
         self._server = _Server(("127.0.0.1", 0), _Handler)
         self._server.upstream = self
         if tls is not None:
@@ -133,54 +161,27 @@ class ScriptedUpstream:
     def url(self) -> str:
         return f"{self.scheme}://127.0.0.1:{self._server.server_address[1]}"
 
-    def __enter__(self) -> ScriptedUpstream:
-        self._thread.start()
-        return self
+    def script(self, *scripts: Script) -> None:
+        """Answer the next requests with `scripts`, in order, before the reply function."""
+        with self.lock:
+            self.scripts.extend(scripts)
 
-    def __exit__(self, *exc: object) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
+    def answer(self, seen: Seen) -> Script:
+        with self.lock:
+            self.seen.append(seen)
+            queued = self.scripts.pop(0) if self.scripts else None
+        return queued or self.reply(seen)
 
     def count(self) -> int:
         with self.lock:
             return len(self.seen)
 
+    def __enter__(self) -> Server:
+        self._thread.start()
+        return self
 
-def sse(*events: dict[str, Any] | str) -> list[bytes]:
-    """Frames of an OpenAI-style stream: `data: {json}` each, `[DONE]` given as a string."""
-    return [f"data: {e if isinstance(e, str) else json.dumps(e)}\n\n".encode() for e in events]
-
-
-def chat_chunks(words: list[str], *, done: bool = True) -> list[bytes]:
-    base = {"id": "chatcmpl-up", "object": "chat.completion.chunk", "created": 0, "model": "m"}
-    events: list[dict[str, Any] | str] = [
-        {**base, "choices": [{"index": 0, "delta": {"content": w}, "finish_reason": None}]}
-        for w in words
-    ]
-    events.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
-    if done:
-        events.append("[DONE]")
-    return sse(*events)
-
-
-def chat_json(text: str) -> bytes:
-    return json.dumps(
-        {
-            "id": "chatcmpl-up",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "m",
-            "choices": [
-                {
-                    "index": 0,
-                    "message": {"role": "assistant", "content": text},
-                    "finish_reason": "stop",
-                }
-            ],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        }
-    ).encode()
-
-
-SSE_HEADERS = {"content-type": "text/event-stream"}
+    def __exit__(self, *exc: object) -> None:
+        self.released.set()
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)

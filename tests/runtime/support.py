@@ -1,4 +1,5 @@
-"""Shared pieces of the runtime tests: a scripted provider and a journaled OpenAI client."""
+"""Shared pieces of the runtime tests: a scripted provider, a journaled OpenAI client, and
+runs driven to rest on a fresh store."""
 
 from __future__ import annotations
 
@@ -11,17 +12,12 @@ import openai
 
 from pyrula.journal.store import open_store
 from pyrula.runtime import RunHandle, Worker, submit
-from tests.fakes.provider import (
-    OPENAI_LIB,
-    Upstream,
-    chat_completion,
-    journal_transport,
-    json_reply,
-)
+from tests.fakes.openai_api import chat_completion, openai_client
+from tests.fakes.provider import OPENAI_LIB, Reply, Upstream, json_reply
 
 
 def chat_upstream(prefix: str = "answer to") -> Upstream:
-    def reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
+    def reply(request: Any) -> Reply:
         question = json.loads(request.content)["messages"][-1]["content"]
         return json_reply(chat_completion(f"{prefix} {question}"))
 
@@ -29,23 +25,11 @@ def chat_upstream(prefix: str = "answer to") -> Upstream:
 
 
 def async_openai(upstream: Upstream) -> openai.AsyncOpenAI:
-    transport = journal_transport(OPENAI_LIB, upstream.transport(), is_async=True)
-    return openai.AsyncOpenAI(
-        api_key="sk-unused",
-        base_url="http://openai.test/v1",
-        http_client=OPENAI_LIB.AsyncClient(transport=transport),
-        max_retries=0,
-    )
+    return openai_client(upstream, is_async=True, api_key="sk-unused", max_retries=0)
 
 
 def sync_openai(upstream: Upstream) -> openai.OpenAI:
-    transport = journal_transport(OPENAI_LIB, upstream.transport())
-    return openai.OpenAI(
-        api_key="sk-unused",
-        base_url="http://openai.test/v1",
-        http_client=OPENAI_LIB.Client(transport=transport),
-        max_retries=0,
-    )
+    return openai_client(upstream, api_key="sk-unused", max_retries=0)
 
 
 async def ask(client: openai.AsyncOpenAI, question: str, **kw: Any) -> str:

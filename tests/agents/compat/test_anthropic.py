@@ -16,8 +16,12 @@ from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.agents.compat import AsyncAnthropic, journaled
 from pyrula.agents.compat import anthropic as compat
 from pyrula.runtime.metering import Usage, prices
-from tests.agents.compat.support import dumped, park_and_resume
-from tests.agents.compat.test_anthropic_surfaces import make_client, make_sync_client
+from tests.agents.compat.support import (
+    anthropic_dropin,
+    anthropic_sync_dropin,
+    dumped,
+    park_and_resume,
+)
 from tests.fakes.anthropic_api import ANSWER, MSG, upstream
 from tests.fakes.provider import ANTHROPIC_LIB, Upstream, json_reply
 from tests.runtime.support import run_to_rest
@@ -95,7 +99,7 @@ SURFACE_CALLS = [
 
 @pytest.mark.parametrize("call", SURFACE_CALLS, ids=lambda f: f.__name__.strip("_"))
 def test_live_then_replay_gives_the_same_result(call):
-    probe = make_client(upstream())
+    probe = anthropic_dropin(upstream())
     if call in (_parse, _beta_parse) and not hasattr(probe.messages, "parse"):
         pytest.skip(f"anthropic {anthropic.__version__} has no messages.parse")
     if call is _dream and not hasattr(probe.beta, "dreams"):
@@ -104,7 +108,7 @@ def test_live_then_replay_gives_the_same_result(call):
     results: list[Any] = []
 
     async def body(ctx: AgentContext) -> None:
-        results.append(dumped(await call(make_client(stub))))
+        results.append(dumped(await call(anthropic_dropin(stub))))
 
     park_and_resume(body, f"anthropic_equal_{call.__name__}")
     assert len(stub.seen) == 1, stub.seen  # the resume sent nothing
@@ -122,20 +126,20 @@ def test_a_stream_helper_and_its_create_replay_each_other(recorded, resumed):
     calls = iter([recorded, resumed])
 
     async def body(ctx: AgentContext) -> None:
-        await next(calls)(make_client(stub))
+        await next(calls)(anthropic_dropin(stub))
 
     park_and_resume(body, f"anthropic_pair_{recorded.__name__}")
     assert len(stub.seen) == 1, stub.seen
 
 
 def test_parse_and_create_replay_each_other():
-    if not hasattr(make_client(upstream()).messages, "parse"):
+    if not hasattr(anthropic_dropin(upstream()).messages, "parse"):
         pytest.skip(f"anthropic {anthropic.__version__} has no messages.parse")
     stub = upstream()
     calls = iter([_plain_parse, _create])
 
     async def body(ctx: AgentContext) -> None:
-        await next(calls)(make_client(stub))
+        await next(calls)(anthropic_dropin(stub))
 
     park_and_resume(body, "anthropic_parse_pair")
     assert len(stub.seen) == 1, stub.seen
@@ -146,7 +150,7 @@ async def _plain_parse(c: Any) -> Any:
 
 
 def test_a_reply_the_parser_rejects_replays_as_the_same_error():
-    if not hasattr(make_client(upstream()).messages, "parse"):
+    if not hasattr(anthropic_dropin(upstream()).messages, "parse"):
         pytest.skip(f"anthropic {anthropic.__version__} has no messages.parse")
 
     class Strict(pydantic.BaseModel):
@@ -157,7 +161,7 @@ def test_a_reply_the_parser_rejects_replays_as_the_same_error():
 
     async def body(ctx: AgentContext) -> None:
         try:
-            await make_client(stub).messages.parse(**MSG, output_format=Strict)
+            await anthropic_dropin(stub).messages.parse(**MSG, output_format=Strict)
         except Exception as exc:
             raised.append(type(exc).__name__)
 
@@ -197,7 +201,7 @@ def _in_run(call: Any, name: str) -> tuple[Upstream, list[BaseException]]:
     @agent(name=name)
     async def body(ctx: AgentContext) -> None:
         try:
-            await call(make_client(stub))
+            await call(anthropic_dropin(stub))
         except UnjournaledSurface as exc:
             caught.append(exc)
 
@@ -299,7 +303,7 @@ def test_journaled_refuses_clients_it_does_not_convert():
 @pytest.mark.parametrize("how", ["copy", "with_options"])
 def test_copy_and_with_options_keep_journaling_and_the_http_client(how):
     stub = upstream()
-    client = make_client(stub)
+    client = anthropic_dropin(stub)
     copied = getattr(client, how)(timeout=5)
     assert type(copied) is AsyncAnthropic and copied._client is client._client
     results: list[Any] = []
@@ -313,7 +317,7 @@ def test_copy_and_with_options_keep_journaling_and_the_http_client(how):
 
 def test_the_sync_twin_journals_on_a_thread_of_the_run():
     stub = upstream()
-    client = make_sync_client(stub)
+    client = anthropic_sync_dropin(stub)
     results: list[Any] = []
 
     async def body(ctx: AgentContext) -> None:
@@ -326,7 +330,7 @@ def test_the_sync_twin_journals_on_a_thread_of_the_run():
 
 def test_the_sync_twin_on_the_loop_thread_is_refused():
     stub = upstream()
-    client = make_sync_client(stub)
+    client = anthropic_sync_dropin(stub)
     caught: list[BaseException] = []
 
     @agent(name="anthropic_sync_loop")
@@ -355,7 +359,7 @@ def test_a_rate_limit_replays_as_the_sdk_error_with_nothing_sent():
 
     async def body(ctx: AgentContext) -> None:
         try:
-            await make_client(stub).messages.create(**MSG)
+            await anthropic_dropin(stub).messages.create(**MSG)
         except anthropic.RateLimitError as exc:
             seen.append({"status": exc.status_code, "id": exc.request_id, "body": exc.body})
 
@@ -373,7 +377,7 @@ def test_usage_is_metered_with_cache_reads_and_writes():
     }
 
     def reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
-        from tests.fakes.provider import anthropic_message
+        from tests.fakes.anthropic_api import anthropic_message
 
         return json_reply({**anthropic_message(ANSWER), "usage": usage})
 
@@ -381,7 +385,7 @@ def test_usage_is_metered_with_cache_reads_and_writes():
 
     @agent(name="anthropic_metered")
     async def body(ctx: AgentContext) -> None:
-        await make_client(stub).messages.create(**MSG)
+        await anthropic_dropin(stub).messages.create(**MSG)
 
     handle = run_to_rest(body)
     [done] = [e.payload for e in handle.events() if e.type == "llm:done"]
@@ -393,7 +397,7 @@ def test_a_stream_stopped_early_runs_live_again_and_is_metered_once_as_estimated
     stub = upstream()
 
     async def body(ctx: AgentContext) -> None:
-        stream = await make_client(stub).messages.create(**MSG, stream=True)
+        stream = await anthropic_dropin(stub).messages.create(**MSG, stream=True)
         async for _event in stream:
             break
         await stream.close()
@@ -531,7 +535,7 @@ def test_breaking_out_on_message_stop_leaves_the_call_journaled():
     kinds: list[list[str]] = []
 
     async def body(ctx: AgentContext) -> None:
-        stream = await make_client(stub).messages.create(**MSG, stream=True)
+        stream = await anthropic_dropin(stub).messages.create(**MSG, stream=True)
         seen = []
         async for event in stream:
             seen.append(event.type)
@@ -548,14 +552,15 @@ def test_breaking_out_on_message_stop_leaves_the_call_journaled():
 
 def test_a_stream_without_message_stop_raises_and_replays_the_error():
     from pyrula.agents import ProviderStreamTruncated
-    from tests.fakes.provider import anthropic_sse, sse_reply
+    from tests.fakes.anthropic_api import anthropic_sse
+    from tests.fakes.provider import sse_reply
 
     stub = Upstream(ANTHROPIC_LIB, lambda request: sse_reply(anthropic_sse("Pong .", stop=False)))
     caught: list[str] = []
 
     async def body(ctx: AgentContext) -> None:
         try:
-            stream = await make_client(stub).messages.create(**MSG, stream=True)
+            stream = await anthropic_dropin(stub).messages.create(**MSG, stream=True)
             async for _event in stream:
                 pass
         except ProviderStreamTruncated as exc:
@@ -567,7 +572,7 @@ def test_a_stream_without_message_stop_raises_and_replays_the_error():
 
 def test_a_replayed_message_has_no_request_id():
     def reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
-        from tests.fakes.provider import anthropic_message
+        from tests.fakes.anthropic_api import anthropic_message
 
         status, headers, frames = json_reply(anthropic_message(ANSWER))
         return status, {**headers, "request-id": "req_live_1"}, frames
@@ -576,7 +581,7 @@ def test_a_replayed_message_has_no_request_id():
     ids: list[Any] = []
 
     async def body(ctx: AgentContext) -> None:
-        ids.append((await make_client(stub).messages.create(**MSG))._request_id)
+        ids.append((await anthropic_dropin(stub).messages.create(**MSG))._request_id)
 
     park_and_resume(body, "anthropic_request_id")
     assert ids == ["req_live_1", None] and len(stub.calls) == 1
@@ -612,7 +617,7 @@ def test_an_abandoned_stream_counts_media_at_anthropics_bounds(block, at_least, 
 
     @agent(name=f"anthropic_media_{block['type']}")
     async def body(ctx: AgentContext) -> None:
-        stream = await make_client(stub).messages.create(**ask, stream=True)
+        stream = await anthropic_dropin(stub).messages.create(**ask, stream=True)
         async for _event in stream:
             break
         await stream.close()
@@ -626,7 +631,7 @@ def test_an_abandoned_stream_counts_the_tool_arguments_that_arrived_as_output():
     arguments = json.dumps({"query": "x" * 8_000})
 
     def reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
-        from tests.fakes.provider import anthropic_message
+        from tests.fakes.anthropic_api import anthropic_message
 
         def event(name: str, **data: Any) -> bytes:
             return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
@@ -646,7 +651,7 @@ def test_an_abandoned_stream_counts_the_tool_arguments_that_arrived_as_output():
 
     @agent(name="anthropic_abandoned_tool_args")
     async def body(ctx: AgentContext) -> None:
-        stream = await make_client(stub).messages.create(**MSG, stream=True)
+        stream = await anthropic_dropin(stub).messages.create(**MSG, stream=True)
         seen = 0
         async for _event in stream:
             seen += 1

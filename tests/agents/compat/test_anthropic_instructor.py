@@ -12,8 +12,8 @@ import pytest
 from pyrula.agents import AgentContext
 from pyrula.agents.compat import Anthropic, AsyncAnthropic, journaled
 from tests.agents.compat.support import park_and_resume
-from tests.fakes.anthropic_api import MSG
-from tests.fakes.provider import ANTHROPIC_LIB, Upstream, anthropic_message, json_reply
+from tests.fakes.anthropic_api import MSG, anthropic_message
+from tests.fakes.provider import ANTHROPIC_LIB, Upstream, json_reply
 
 instructor = pytest.importorskip("instructor")
 

@@ -8,10 +8,8 @@ import anthropic
 import pytest
 
 from pyrula.agents.compat._anthropic_surfaces import ANTHROPIC, SURFACES
-from pyrula.agents.compat.anthropic import Anthropic, AsyncAnthropic
-from tests.agents.compat.support import check_row
+from tests.agents.compat.support import anthropic_dropin, check_row
 from tests.fakes.anthropic_api import MSG, upstream
-from tests.fakes.provider import ANTHROPIC_LIB
 
 _RAW = ("with_raw_response", "with_streaming_response")
 _GEN = ("messages", "beta.messages")
@@ -88,26 +86,6 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
 }  # fmt: skip
 
 
-def make_client(stub: Any, **kw: Any) -> AsyncAnthropic:
-    return AsyncAnthropic(
-        api_key="sk-ant-unused",
-        base_url="http://anthropic.test",
-        http_client=ANTHROPIC_LIB.AsyncClient(transport=stub.transport()),
-        max_retries=0,
-        **kw,
-    )
-
-
-def make_sync_client(stub: Any, **kw: Any) -> Anthropic:
-    return Anthropic(
-        api_key="sk-ant-unused",
-        base_url="http://anthropic.test",
-        http_client=ANTHROPIC_LIB.Client(transport=stub.transport()),
-        max_retries=0,
-        **kw,
-    )
-
-
 def _present(client: Any, call: str) -> bool:
     target = client
     for name in call.split("."):
@@ -128,7 +106,7 @@ def test_surface_row_in_a_run(path):
     assert ANTHROPIC.classify(path).verdict.value == verdict
     stub = upstream()
     call = CALLS[path][0]
-    if not _present(make_client(stub), call):
+    if not _present(anthropic_dropin(stub), call):
         pytest.skip(f"anthropic {anthropic.__version__} has no `{call}`")
     follow_up = ("messages.create", {**MSG, "model": "claude-after"}, "POST /messages")
-    check_row(verdict, path, CALLS[path], lambda: make_client(stub), stub.seen, follow_up)
+    check_row(verdict, path, CALLS[path], lambda: anthropic_dropin(stub), stub.seen, follow_up)

@@ -8,8 +8,6 @@ answers it, and checks what the resumed attempt replayed and what it sent.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -19,72 +17,18 @@ from botocore.client import BaseClient
 from pyrula.agents import AgentContext, AgentLimits, agent
 from pyrula.agents.compat.bedrock import journaled_bedrock
 from pyrula.errors import BudgetExceeded
-from pyrula.runtime import answer
 from pyrula.runtime.metering import canonical_model
+from tests.agents.compat.support import (
+    MESSAGES,
+    Case,
+    converse,
+    converse_stream,
+    llm_done,
+    store_bytes,
+    without_metadata,
+)
 from tests.fakes import bedrock_api as bs
-from tests.runtime.support import drive, new_store, run_to_rest
-
-MESSAGES = [{"role": "user", "content": [{"text": "Ping?"}]}]
-
-
-def converse(client: Any, **kw: Any) -> Any:
-    return client.converse(modelId=bs.MODEL_ID, messages=MESSAGES, **kw)
-
-
-def converse_stream(client: Any, **kw: Any) -> list[Any]:
-    reply = client.converse_stream(modelId=bs.MODEL_ID, messages=MESSAGES, **kw)
-    return [reply["ResponseMetadata"]["RequestId"], *reply["stream"]]
-
-
-class Case:
-    """One run of `call(client)` on a thread of the run, parked, answered and resumed: what each
-    attempt got, and how many requests each sent."""
-
-    def __init__(self, stub: bs.BedrockStub, name: str, **client_kw: Any) -> None:
-        self.stub = stub
-        self.name = name
-        self.client_kw = client_kw
-        self.results: list[tuple[str, Any]] = []
-        self.events: list[Any] = []
-        self.sent: list[int] = []
-        self.store = new_store()
-
-    def run(self, call: Callable[[Any], Any]) -> Any:
-        case = self
-
-        @agent(name=self.name)
-        async def parked(ctx: AgentContext) -> str:
-            client = journaled_bedrock(bs.client(case.stub, **case.client_kw))
-            before = case.stub.count()
-            try:
-                case.results.append(("ok", await ctx.to_thread(call, client)))
-            except Exception as exc:
-                case.results.append(("error", exc))
-            case.sent.append(case.stub.count() - before)
-            await ctx.interrupt("go on?")
-            return "done"
-
-        handle = run_to_rest(parked, store=self.store)
-        assert handle.record.status == "parked", handle.events()[-1].payload
-        answer(handle.id, "yes", store=self.store)
-        drive(self.store)
-        self.events = handle.events()
-        assert handle.record.status == "completed", self.events[-1].payload
-        return handle
-
-
-def llm_done(handle: Any) -> list[dict[str, Any]]:
-    return [e.payload for e in handle.events() if e.type == "llm:done"]
-
-
-def without_metadata(reply: dict[str, Any]) -> dict[str, Any]:
-    return {k: v for k, v in reply.items() if k != "ResponseMetadata"}
-
-
-def store_bytes(store: Any) -> bytes:
-    """Every byte of the store's files, LMDB pages as they lie on disk."""
-    return b"".join(p.read_bytes() for p in Path(store.path).rglob("*") if p.is_file())
-
+from tests.runtime.support import run_to_rest
 
 SECRETS = [
     bs.ACCESS_KEY.encode(),

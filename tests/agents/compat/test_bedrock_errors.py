@@ -13,7 +13,7 @@ import pytest
 from botocore.config import Config
 
 from pyrula.errors import ProviderStreamTruncated
-from tests.agents.compat.test_bedrock import (
+from tests.agents.compat.support import (
     MESSAGES,
     Case,
     converse,

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from tests.agents.compat.test_bedrock import Case, llm_done
+from tests.agents.compat.support import Case, llm_done
 from tests.fakes import bedrock_api as bs
 
 instructor = pytest.importorskip("instructor")

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from pyrula.runtime.metering import Usage, canonical_model, prices, usage_from_reply
-from tests.agents.compat.test_bedrock import MESSAGES, Case, llm_done
+from tests.agents.compat.support import MESSAGES, Case, llm_done
 from tests.fakes import bedrock_api as bs
 
 _CACHED = {

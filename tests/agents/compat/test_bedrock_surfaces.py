@@ -12,7 +12,7 @@ import pytest
 from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.agents.compat.bedrock import TABLE, journaled_bedrock
 from pyrula.runtime import answer
-from tests.agents.compat.test_bedrock import MESSAGES, Case, converse, llm_done
+from tests.agents.compat.support import MESSAGES, Case, converse, llm_done
 from tests.fakes import bedrock_api as bs
 from tests.runtime.support import drive, new_store, run_to_rest
 

@@ -26,8 +26,7 @@ from pyrula.transport.adapters import (
     Httpx2Transport,
     HttpxTransport,
 )
-from tests.agents.compat.support import dumped
-from tests.agents.compat.test_openai_surfaces import park_and_resume
+from tests.agents.compat.support import dumped, park_and_resume
 from tests.fakes.gemini_api import (
     ANSWER,
     GENAI_LIB,

@@ -12,8 +12,7 @@ import pytest
 
 from pyrula.agents import AgentContext
 from pyrula.agents.compat import genai
-from tests.agents.compat.instructor_support import User
-from tests.agents.compat.test_openai_surfaces import park_and_resume
+from tests.agents.compat.support import User, park_and_resume
 from tests.fakes.gemini_api import MODEL, make_client, response, upstream
 from tests.fakes.provider import json_reply
 

@@ -17,7 +17,7 @@ from pyrula.agents.compat import openai as compat
 from pyrula.agents.compat.openai import AsyncOpenAI, OpenAI, journaled
 from pyrula.agents.testing.runner import AgentRunner
 from pyrula.transport import AsyncHttpx2Transport, AsyncHttpxTransport
-from tests.agents.compat.test_openai_surfaces import _CHAT, _RESP, make_client, park_and_resume
+from tests.agents.compat.support import CHAT, RESP, openai_dropin, park_and_resume
 from tests.fakes.openai_api import upstream
 from tests.fakes.provider import OPENAI_LIB
 from tests.runtime.support import run_to_rest
@@ -148,9 +148,9 @@ def test_refused_argument_raises_before_sending(name, surface):
 
     @agent(name=f"compat_refused_arg_{name}_{surface}")
     async def body(ctx: AgentContext) -> None:
-        method = getattr(make_client(stub).responses, surface)
+        method = getattr(openai_dropin(stub).responses, surface)
         try:
-            await method(**_RESP, **REFUSED[name])
+            await method(**RESP, **REFUSED[name])
         except UnjournaledSurface as exc:
             caught.append(exc)
 
@@ -165,7 +165,7 @@ def test_stream_from_a_stored_response_is_refused():
     @agent(name="compat_stream_response_id")
     async def body(ctx: AgentContext) -> None:
         try:
-            make_client(stub).responses.stream(response_id="resp_1")
+            openai_dropin(stub).responses.stream(response_id="resp_1")
         except UnjournaledSurface as exc:
             caught.append(exc)
 
@@ -178,7 +178,7 @@ def test_allowed_tool_is_journaled(name):
     stub = upstream()
 
     async def body(ctx: AgentContext) -> None:
-        await make_client(stub).responses.create(**_RESP, tools=[ALLOWED[name]])
+        await openai_dropin(stub).responses.create(**RESP, tools=[ALLOWED[name]])
 
     handle = park_and_resume(body, f"compat_allowed_{name}")
     assert stub.seen == ["POST /responses"]
@@ -190,10 +190,10 @@ def test_refused_tools_are_allowed_inside_a_step():
 
     @agent(name="compat_tool_in_step")
     async def body(ctx: AgentContext) -> str:
-        client = make_client(stub)
+        client = openai_dropin(stub)
 
         async def generate() -> str:
-            reply = await client.responses.create(**_RESP, **REFUSED["image_generation"])
+            reply = await client.responses.create(**RESP, **REFUSED["image_generation"])
             return reply.output_text
 
         return await ctx.step("generate", generate)
@@ -210,11 +210,11 @@ def test_refused_tools_are_allowed_inside_a_step():
 def test_outside_a_run_everything_passes_through_with_one_warning():
     stub = upstream()
     _dropin._warned.clear()
-    client = make_client(stub)
+    client = openai_dropin(stub)
 
     async def calls() -> None:
-        await client.chat.completions.create(**_CHAT)
-        await client.responses.create(**_RESP, background=True)
+        await client.chat.completions.create(**CHAT)
+        await client.responses.create(**RESP, background=True)
         await client.models.list()
         await client.with_raw_response.models.list()
 
@@ -246,7 +246,7 @@ def test_journaled_converts_a_built_client_in_place():
         client.chat  # noqa: B018 - a resource built before the conversion is rebuilt guarded
         assert journaled(client) is client
         assert isinstance(client, AsyncOpenAI)
-        await client.chat.completions.create(**_CHAT)
+        await client.chat.completions.create(**CHAT)
         with pytest.raises(UnjournaledSurface):
             client.completions.create(model="m", prompt="x")
 
@@ -281,11 +281,11 @@ def test_copy_and_with_options_keep_journaling():
     stub = upstream()
 
     async def body(ctx: AgentContext) -> None:
-        client = make_client(stub)
+        client = openai_dropin(stub)
         copied, tuned = client.copy(), client.with_options(timeout=5)
         assert type(copied) is AsyncOpenAI and type(tuned) is AsyncOpenAI
-        await copied.chat.completions.create(**_CHAT)
-        await tuned.responses.create(**_RESP)
+        await copied.chat.completions.create(**CHAT)
+        await tuned.responses.create(**RESP)
         with pytest.raises(UnjournaledSurface):
             tuned.images.generate(prompt="x")
 
@@ -298,34 +298,34 @@ def test_copy_and_with_options_keep_journaling():
 
 
 async def _chat_plain(client: Any) -> Any:
-    return (await client.chat.completions.create(**_CHAT)).model_dump()
+    return (await client.chat.completions.create(**CHAT)).model_dump()
 
 
 async def _chat_stream(client: Any) -> Any:
-    stream = await client.chat.completions.create(**_CHAT, stream=True)
+    stream = await client.chat.completions.create(**CHAT, stream=True)
     return [chunk.model_dump() async for chunk in stream]
 
 
 async def _chat_stream_usage(client: Any) -> Any:
     stream = await client.chat.completions.create(
-        **_CHAT, stream=True, stream_options={"include_usage": True}
+        **CHAT, stream=True, stream_options={"include_usage": True}
     )
     return [chunk.model_dump() async for chunk in stream]
 
 
 async def _responses_plain(client: Any) -> Any:
-    return (await client.responses.create(**_RESP)).model_dump()
+    return (await client.responses.create(**RESP)).model_dump()
 
 
 async def _responses_stream(client: Any) -> Any:
-    stream = await client.responses.create(**_RESP, stream=True)
+    stream = await client.responses.create(**RESP, stream=True)
     return [event.model_dump() async for event in stream]
 
 
 async def _responses_parse(client: Any) -> Any:
-    from tests.agents.compat.test_openai_surfaces import Answer
+    from tests.agents.compat.support import Answer
 
-    parsed = await client.responses.parse(**_RESP, text_format=Answer)
+    parsed = await client.responses.parse(**RESP, text_format=Answer)
     return parsed.output_parsed.model_dump()
 
 
@@ -345,7 +345,7 @@ def test_live_then_replay_gives_the_same_result(case):
     seen: list[Any] = []
 
     async def body(ctx: AgentContext) -> None:
-        seen.append(await CASES[case](make_client(stub)))
+        seen.append(await CASES[case](openai_dropin(stub)))
 
     park_and_resume(body, f"compat_replay_{case}")
     assert len(stub.seen) == 1  # live once; the resumed attempt replayed it

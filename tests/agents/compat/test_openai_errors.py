@@ -16,8 +16,9 @@ import pytest
 from pyrula.agents import AgentContext, agent
 from pyrula.agents.compat.openai import AsyncOpenAI, OpenAI
 from pyrula.runtime import answer
+from tests.fakes.openai_api import chat_completion
 from tests.fakes.openai_api import upstream as stub_upstream
-from tests.fakes.provider import OPENAI_LIB, TEST_KEY, Upstream, chat_completion, json_reply
+from tests.fakes.provider import OPENAI_LIB, TEST_KEY, Upstream, json_reply
 from tests.runtime.support import drive, new_store, run_to_rest
 
 _CHAT = {"model": "gpt-6-luna", "messages": [{"role": "user", "content": "Ping?"}]}
@@ -277,8 +278,8 @@ def test_a_sync_client_on_a_thread_journals_the_final_outcome():
 
 @pytest.mark.parametrize("helper", ["chat.completions.stream", "responses.stream"])
 def test_a_stream_helper_is_one_call_too(helper):
-    from tests.fakes.openai_api import response_sse
-    from tests.fakes.provider import chat_sse, sse_reply
+    from tests.fakes.openai_api import chat_sse, response_sse
+    from tests.fakes.provider import sse_reply
 
     ok = sse_reply(chat_sse("Pong .") if helper.startswith("chat") else response_sse())
     limited = error_reply(429, _RATE, **_FAST)

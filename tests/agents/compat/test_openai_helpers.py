@@ -13,15 +13,15 @@ import pytest
 
 from pyrula.agents import AgentContext, ReplayInputChanged, agent
 from pyrula.runtime import resume
-from tests.agents.compat.test_openai_surfaces import (
-    _CHAT,
-    _RESP,
-    make_client,
-    make_sync_client,
+from tests.agents.compat.support import (
+    CHAT,
+    RESP,
+    openai_dropin,
+    openai_sync_dropin,
     park_and_resume,
 )
-from tests.fakes.openai_api import upstream
-from tests.fakes.provider import OPENAI_LIB, Upstream, chat_completion, json_reply
+from tests.fakes.openai_api import chat_completion, upstream
+from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply
 from tests.runtime.support import drive, new_store, run_to_rest
 
 
@@ -51,44 +51,44 @@ Form = Callable[[Any], Awaitable[Any]]
 
 
 async def chat_parse(client: Any) -> Any:
-    reply = await client.chat.completions.parse(**_CHAT, response_format=Answer)
+    reply = await client.chat.completions.parse(**CHAT, response_format=Answer)
     return reply.choices[0].message.parsed.answer
 
 
 async def chat_create(client: Any) -> Any:
-    reply = await client.chat.completions.create(**_CHAT, response_format=CHAT_FORMAT)
+    reply = await client.chat.completions.create(**CHAT, response_format=CHAT_FORMAT)
     return json.loads(reply.choices[0].message.content)["answer"]
 
 
 async def responses_parse(client: Any) -> Any:
-    reply = await client.responses.parse(**_RESP, text_format=Answer)
+    reply = await client.responses.parse(**RESP, text_format=Answer)
     return reply.output_parsed.answer
 
 
 async def responses_create(client: Any) -> Any:
-    reply = await client.responses.create(**_RESP, text=TEXT)
+    reply = await client.responses.create(**RESP, text=TEXT)
     return json.loads(reply.output_text)["answer"]
 
 
 async def chat_stream(client: Any) -> Any:
-    async with client.chat.completions.stream(**_CHAT) as stream:
+    async with client.chat.completions.stream(**CHAT) as stream:
         final = await stream.get_final_completion()
     return final.choices[0].message.content
 
 
 async def chat_create_stream(client: Any) -> Any:
-    stream = await client.chat.completions.create(**_CHAT, stream=True)
+    stream = await client.chat.completions.create(**CHAT, stream=True)
     return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
 
 
 async def responses_stream(client: Any) -> Any:
-    async with client.responses.stream(**_RESP) as stream:
+    async with client.responses.stream(**RESP) as stream:
         final = await stream.get_final_response()
     return final.output_text
 
 
 async def responses_create_stream(client: Any) -> Any:
-    stream = await client.responses.create(**_RESP, stream=True)
+    stream = await client.responses.create(**RESP, stream=True)
     return "".join([e.delta async for e in stream if e.type == "response.output_text.delta"])
 
 
@@ -112,7 +112,7 @@ def test_a_helper_and_its_create_replay_each_other(recorded, resumed):
 
     async def body(ctx: AgentContext) -> None:
         form = recorded if not seen else resumed  # the resumed attempt switches form
-        seen.append(await form(make_client(stub)))
+        seen.append(await form(openai_dropin(stub)))
 
     handle = park_and_resume(body, f"compat_helper_{recorded.__name__}_{resumed.__name__}")
     assert len(stub.seen) == 1  # the resumed attempt sent nothing
@@ -126,11 +126,11 @@ def test_a_sync_helper_and_its_create_replay_each_other():
 
     def call(client: Any) -> Any:
         if not seen:
-            return client.chat.completions.parse(**_CHAT, response_format=Answer)
-        return client.chat.completions.create(**_CHAT, response_format=CHAT_FORMAT)
+            return client.chat.completions.parse(**CHAT, response_format=Answer)
+        return client.chat.completions.create(**CHAT, response_format=CHAT_FORMAT)
 
     async def body(ctx: AgentContext) -> None:
-        client = make_sync_client(stub)
+        client = openai_sync_dropin(stub)
         reply = await ctx.to_thread(call, client)
         seen.append(reply.choices[0].message.content)
 
@@ -150,12 +150,12 @@ def test_a_changed_format_class_refuses_the_resume(surface):
 
     async def body(ctx: AgentContext) -> None:
         model = formats.pop(0)
-        client = make_client(stub)
+        client = openai_dropin(stub)
         try:
             if surface == "chat":
-                await client.chat.completions.parse(**_CHAT, response_format=model)
+                await client.chat.completions.parse(**CHAT, response_format=model)
             else:
-                await client.responses.parse(**_RESP, text_format=model)
+                await client.responses.parse(**RESP, text_format=model)
         except ReplayInputChanged as exc:
             caught.append(exc)
 
@@ -185,8 +185,8 @@ class Picky(pydantic.BaseModel):
 
 async def _parse_picky(client: Any, surface: str) -> Any:
     if surface == "chat":
-        return await client.chat.completions.parse(**_CHAT, response_format=Picky)
-    return await client.responses.parse(**_RESP, text_format=Picky)
+        return await client.chat.completions.parse(**CHAT, response_format=Picky)
+    return await client.responses.parse(**RESP, text_format=Picky)
 
 
 @pytest.mark.parametrize("surface", ["chat", "responses"])
@@ -197,7 +197,7 @@ def test_a_reply_the_validator_rejects_replays_as_the_same_error(surface):
 
     async def body(ctx: AgentContext) -> None:
         try:
-            await _parse_picky(make_client(stub), surface)
+            await _parse_picky(openai_dropin(stub), surface)
         except pydantic.ValidationError as exc:
             raised.append((type(exc), exc.errors()[0]["msg"], len(stub.seen)))
 
@@ -221,7 +221,7 @@ def test_default_factories_run_again_on_replay():
     got: list[Any] = []
 
     async def body(ctx: AgentContext) -> None:
-        reply = await make_client(stub).chat.completions.parse(**_CHAT, response_format=Lenient)
+        reply = await openai_dropin(stub).chat.completions.parse(**CHAT, response_format=Lenient)
         got.append(reply.choices[0].message.parsed)
 
     park_and_resume(body, "compat_helper_default_factory")
@@ -239,7 +239,7 @@ def test_a_length_cut_reply_replays_as_length_finish_reason_error():
 
     async def body(ctx: AgentContext) -> None:
         try:
-            await make_client(stub).chat.completions.parse(**_CHAT, response_format=Answer)
+            await openai_dropin(stub).chat.completions.parse(**CHAT, response_format=Answer)
         except openai.LengthFinishReasonError as exc:
             raised.append(type(exc))
 
@@ -253,7 +253,7 @@ def test_an_uncaught_rejection_fails_the_run_and_a_resume_fails_it_the_same_way(
 
     @agent(name="compat_helper_uncaught")
     async def body(ctx: AgentContext) -> None:
-        await _parse_picky(make_client(stub), "chat")
+        await _parse_picky(openai_dropin(stub), "chat")
 
     store = new_store()
     handle = run_to_rest(body, store=store)

@@ -12,9 +12,9 @@ import pytest
 from pyrula.agents import AgentContext
 from pyrula.agents.compat import openai as compat
 from pyrula.journal.exchanges import Exchanges
-from tests.agents.compat.instructor_support import User
-from tests.agents.compat.support import park_and_resume
-from tests.fakes.provider import OPENAI_LIB, Upstream, chat_completion, json_reply
+from tests.agents.compat.support import User, park_and_resume
+from tests.fakes.openai_api import chat_completion
+from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply
 
 instructor = pytest.importorskip("instructor")
 

@@ -16,16 +16,9 @@ from pyrula.errors import BudgetExceeded
 from pyrula.journal.store import Store
 from pyrula.runtime import answer, resume
 from pyrula.runtime.metering import prices
-from tests.agents.compat.test_openai_surfaces import _CHAT, _RESP, make_client, park_and_resume
-from tests.fakes.openai_api import response_body, response_sse
-from tests.fakes.provider import (
-    OPENAI_LIB,
-    Upstream,
-    chat_completion,
-    chat_sse,
-    json_reply,
-    sse_reply,
-)
+from tests.agents.compat.support import CHAT, RESP, openai_dropin, park_and_resume
+from tests.fakes.openai_api import chat_completion, chat_sse, response_body, response_sse
+from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply, sse_reply
 from tests.runtime.support import drive, new_store, run_to_rest
 
 OPENAI_MAJOR = int(openai.__version__.split(".")[0])
@@ -58,19 +51,19 @@ def _long_upstream() -> Upstream:
 
 
 async def _read_chat_stream(client: Any) -> None:
-    stream = await client.chat.completions.create(**_CHAT, stream=True)
+    stream = await client.chat.completions.create(**CHAT, stream=True)
     async for _chunk in stream:
         pass
 
 
 async def _read_responses_stream(client: Any) -> None:
-    stream = await client.responses.create(**_RESP, stream=True)
+    stream = await client.responses.create(**RESP, stream=True)
     async for _event in stream:
         pass
 
 
 async def _chat(client: Any) -> None:
-    await client.with_options(max_retries=2).chat.completions.create(**_CHAT)
+    await client.with_options(max_retries=2).chat.completions.create(**CHAT)
 
 
 _OVER_CAP = {"chat_stream": _read_chat_stream, "responses_stream": _read_responses_stream}
@@ -82,7 +75,7 @@ def test_a_stream_over_the_record_cap_ends_the_run_with_payload_too_large(reader
 
     @agent(name=f"compat_over_cap_{reader}")
     async def body(ctx: AgentContext) -> None:
-        await _OVER_CAP[reader](make_client(stub))
+        await _OVER_CAP[reader](openai_dropin(stub))
 
     store = _capped_store()
     handle = run_to_rest(body, store=store)
@@ -110,7 +103,7 @@ def test_a_reply_over_the_record_cap_is_not_retried_by_the_sdk():
 
     @agent(name="compat_over_cap_plain")
     async def body(ctx: AgentContext) -> None:
-        await _chat(make_client(stub))
+        await _chat(openai_dropin(stub))
 
     handle = run_to_rest(body, store=_capped_store())
     assert handle.events()[-1].payload["error"]["type"] == "PayloadTooLarge"
@@ -136,12 +129,12 @@ ENDINGS = {
 
 
 async def _events(client: Any) -> Any:
-    stream = await client.responses.create(**_RESP, stream=True)
+    stream = await client.responses.create(**RESP, stream=True)
     return [event.type async for event in stream]
 
 
 async def _final(client: Any) -> Any:
-    async with client.responses.stream(**_RESP) as stream:
+    async with client.responses.stream(**RESP) as stream:
         return (await stream.get_final_response()).status
 
 
@@ -154,7 +147,7 @@ def test_a_responses_stream_ending_in_a_failure_is_the_calls_journaled_outcome(e
 
     async def body(ctx: AgentContext) -> None:
         try:
-            outcomes.append(("read", await reader(make_client(stub))))
+            outcomes.append(("read", await reader(openai_dropin(stub))))
         except (openai.APIError, RuntimeError) as exc:  # what the SDK raises for each, live
             outcomes.append(("raised", type(exc), str(exc), getattr(exc, "body", None)))
 
@@ -174,7 +167,7 @@ def test_a_failed_non_streamed_response_is_metered_as_failed():
     seen: list[Any] = []
 
     async def body(ctx: AgentContext) -> None:
-        seen.append((await make_client(stub).responses.create(**_RESP)).status)
+        seen.append((await openai_dropin(stub).responses.create(**RESP)).status)
 
     handle = park_and_resume(body, "compat_failed_response")
     assert seen == ["failed", "failed"] and len(stub.calls) == 1
@@ -298,7 +291,7 @@ def test_an_unpriced_plain_model_is_still_refused_before_its_first_call():
 
     async def body(ctx: AgentContext) -> None:
         try:
-            await make_client(stub).chat.completions.create(**{**_CHAT, "model": "mystery-1"})
+            await openai_dropin(stub).chat.completions.create(**{**CHAT, "model": "mystery-1"})
         except BudgetExceeded as exc:
             refused.append(exc)
 

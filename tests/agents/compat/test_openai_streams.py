@@ -9,12 +9,7 @@ from typing import Any
 import pytest
 
 from pyrula.agents import AgentContext
-from tests.agents.compat.test_openai_surfaces import (
-    _CHAT,
-    make_client,
-    make_sync_client,
-    park_and_resume,
-)
+from tests.agents.compat.support import CHAT, openai_dropin, openai_sync_dropin, park_and_resume
 from tests.fakes.openai_api import upstream
 
 
@@ -26,12 +21,12 @@ def _llm_done(handle: Any) -> list[dict[str, Any]]:
 
 
 async def _create(client: Any, **kw: Any) -> list[Any]:
-    stream = await client.chat.completions.create(**_CHAT, stream=True, **kw)
+    stream = await client.chat.completions.create(**CHAT, stream=True, **kw)
     return [chunk.model_dump() async for chunk in stream]
 
 
 async def _helper(client: Any, **kw: Any) -> list[Any]:
-    async with client.chat.completions.stream(**_CHAT, **kw) as stream:
+    async with client.chat.completions.stream(**CHAT, **kw) as stream:
         return [event.type async for event in stream]
 
 
@@ -41,7 +36,7 @@ def test_an_agent_stream_asks_for_usage_and_meters_it(call):
     seen: list[Any] = []
 
     async def body(ctx: AgentContext) -> None:
-        seen.append(await call(make_client(stub)))
+        seen.append(await call(openai_dropin(stub)))
 
     handle = park_and_resume(body, f"compat_usage_{call.__name__}")
     assert len(stub.calls) == 1  # live once; the resumed attempt replayed it
@@ -56,7 +51,7 @@ def test_a_callers_own_stream_options_are_kept():
     stub = upstream()
 
     async def body(ctx: AgentContext) -> None:
-        await _create(make_client(stub), stream_options={"include_usage": False})
+        await _create(openai_dropin(stub), stream_options={"include_usage": False})
 
     park_and_resume(body, "compat_usage_declined")
     assert stub.calls[0]["stream_options"] == {"include_usage": False}
@@ -66,7 +61,7 @@ def test_outside_a_run_nothing_is_added():
     stub = upstream()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        asyncio.run(_create(make_client(stub)))
+        asyncio.run(_create(openai_dropin(stub)))
     assert "stream_options" not in stub.calls[0]
 
 
@@ -77,8 +72,8 @@ def _cut_upstream() -> Any:
     """The stub provider, with every stream ended before its terminal frame."""
     import json
 
-    from tests.fakes.openai_api import response_sse
-    from tests.fakes.provider import OPENAI_LIB, Upstream, chat_sse, sse_reply
+    from tests.fakes.openai_api import chat_sse, response_sse
+    from tests.fakes.provider import OPENAI_LIB, Upstream, sse_reply
 
     def reply(request: Any) -> Any:
         if "chat" in request.url.path:
@@ -90,7 +85,7 @@ def _cut_upstream() -> Any:
 
 
 async def _read_chat(client: Any, got: list[str]) -> None:
-    stream = await client.chat.completions.create(**_CHAT, stream=True)
+    stream = await client.chat.completions.create(**CHAT, stream=True)
     got.append("sent")
     async for chunk in stream:
         got.append(chunk.choices[0].delta.content or "")
@@ -104,7 +99,7 @@ async def _read_responses(client: Any, got: list[str]) -> None:
 
 
 async def _read_chat_helper(client: Any, got: list[str]) -> None:
-    async with client.chat.completions.stream(**_CHAT) as stream:
+    async with client.chat.completions.stream(**CHAT) as stream:
         got.append("sent")
         async for event in stream:
             got.append(event.type)
@@ -123,7 +118,7 @@ def test_a_truncated_stream_raises_and_replays_the_error(reader):
     async def body(ctx: AgentContext) -> None:
         got: list[str] = []
         try:
-            await _READERS[reader](make_client(stub), got)
+            await _READERS[reader](openai_dropin(stub), got)
         except ProviderStreamTruncated as exc:
             outcomes.append(("truncated", len(stub.calls), str(exc), got))
         else:
@@ -144,7 +139,7 @@ def test_a_truncated_stream_outside_a_run_ends_quietly():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         words: list[str] = []
-        asyncio.run(_read_chat(make_client(stub), words))
+        asyncio.run(_read_chat(openai_dropin(stub), words))
     assert "".join(words[1:]).strip() == "Pong ."
 
 
@@ -157,13 +152,13 @@ def test_a_truncated_stream_on_a_sync_client_raises_and_replays_the_error():
     def read(client: Any) -> None:
         got: list[str] = []
         try:
-            for chunk in client.chat.completions.create(**_CHAT, stream=True):
+            for chunk in client.chat.completions.create(**CHAT, stream=True):
                 got.append(chunk.choices[0].delta.content or "")
         except ProviderStreamTruncated:
             outcomes.append(("truncated", len(stub.calls), got))
 
     async def body(ctx: AgentContext) -> None:
-        client = make_sync_client(stub)
+        client = openai_sync_dropin(stub)
         await ctx.to_thread(read, client)
 
     park_and_resume(body, "compat_truncated_sync")
@@ -176,7 +171,7 @@ def test_a_truncated_stream_on_a_sync_client_raises_and_replays_the_error():
 
 async def _async_forms(client: Any) -> list[Any]:
     got: list[Any] = []
-    async with await client.chat.completions.create(**_CHAT, stream=True) as stream:
+    async with await client.chat.completions.create(**CHAT, stream=True) as stream:
         got += [chunk.model_dump() async for chunk in stream]
     stream = await client.responses.create(model="gpt-6-luna", input="Ping?", stream=True)
     got += [event.type async for event in stream]
@@ -189,7 +184,7 @@ def test_async_for_with_and_close_live_and_on_replay():
     seen: list[Any] = []
 
     async def body(ctx: AgentContext) -> None:
-        seen.append(await _async_forms(make_client(stub)))
+        seen.append(await _async_forms(openai_dropin(stub)))
 
     handle = park_and_resume(body, "compat_stream_forms")
     assert len(stub.calls) == 2 and seen[0] == seen[1] and seen[0]
@@ -202,7 +197,7 @@ def test_sync_for_with_and_close_live_and_on_replay():
     seen: list[Any] = []
 
     def read(client: Any) -> list[Any]:
-        with client.chat.completions.create(**_CHAT, stream=True) as stream:
+        with client.chat.completions.create(**CHAT, stream=True) as stream:
             got: list[Any] = [chunk.model_dump() for chunk in stream]
         stream = client.responses.create(model="gpt-6-luna", input="Ping?", stream=True)
         got += [event.type for event in stream]
@@ -210,7 +205,7 @@ def test_sync_for_with_and_close_live_and_on_replay():
         return got
 
     async def body(ctx: AgentContext) -> None:
-        client = make_sync_client(stub)
+        client = openai_sync_dropin(stub)
         seen.append(await ctx.to_thread(read, client))
 
     park_and_resume(body, "compat_stream_forms_sync")
@@ -223,7 +218,7 @@ def test_a_stream_stopped_early_runs_live_again_and_is_metered_once_as_estimated
 
     async def body(ctx: AgentContext) -> None:
         attempts.append(len(attempts))
-        stream = await make_client(stub).chat.completions.create(**_CHAT, stream=True)
+        stream = await openai_dropin(stub).chat.completions.create(**CHAT, stream=True)
         async for _chunk in stream:
             if len(attempts) == 1:
                 break  # the first attempt stops after the first chunk
@@ -242,7 +237,7 @@ def test_breaking_out_on_the_finish_reason_chunk_leaves_the_call_journaled():
 
     async def body(ctx: AgentContext) -> None:
         got: list[Any] = []
-        stream = await make_client(stub).chat.completions.create(**_CHAT, stream=True)
+        stream = await openai_dropin(stub).chat.completions.create(**CHAT, stream=True)
         async for chunk in stream:
             got.append(chunk.model_dump())
             if chunk.choices and chunk.choices[0].finish_reason:
@@ -287,7 +282,7 @@ def test_with_n_above_one_a_stream_is_journaled_once_every_choice_finished(stop_
 
     async def body(ctx: AgentContext) -> None:
         finished = 0
-        stream = await make_client(stub).chat.completions.create(**_CHAT, n=2, stream=True)
+        stream = await openai_dropin(stub).chat.completions.create(**CHAT, n=2, stream=True)
         async for chunk in stream:
             finished += sum(1 for c in chunk.choices if c.finish_reason)
             if finished == stop_after:

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pydantic
 import pytest
 
 from pyrula.agents.compat._openai_surfaces import OPENAI, SURFACES
-from pyrula.agents.compat.openai import AsyncOpenAI, OpenAI
-from tests.agents.compat.support import check_row, invoke, park_and_resume  # noqa: F401
+from tests.agents.compat.support import CHAT, RESP, Answer, check_row, invoke, openai_dropin  # noqa: F401
 from tests.fakes.openai_api import upstream
-from tests.fakes.provider import OPENAI_LIB
 
 # The spec's table, typed out independently of `_surfaces.SURFACES`.
 EXPECTED = {
@@ -58,27 +55,20 @@ EXPECTED = {
 }
 
 
-class Answer(pydantic.BaseModel):
-    answer: str
-
-
-_CHAT = {"model": "gpt-6-luna", "messages": [{"role": "user", "content": "Ping?"}]}
-_RESP = {"model": "gpt-6-luna", "input": "Ping?"}
-
 # A concrete call for each row: (the dotted call after `client.`, its keyword arguments).
 CALLS: dict[str, tuple[str, dict[str, Any]]] = {
-    "chat.completions.create": ("chat.completions.create", _CHAT),
-    "chat.completions.parse": ("chat.completions.parse", {**_CHAT, "response_format": Answer}),
-    "chat.completions.stream": ("chat.completions.stream", _CHAT),
-    "responses.create": ("responses.create", _RESP),
-    "responses.parse": ("responses.parse", {**_RESP, "text_format": Answer}),
-    "responses.stream": ("responses.stream", _RESP),
+    "chat.completions.create": ("chat.completions.create", CHAT),
+    "chat.completions.parse": ("chat.completions.parse", {**CHAT, "response_format": Answer}),
+    "chat.completions.stream": ("chat.completions.stream", CHAT),
+    "responses.create": ("responses.create", RESP),
+    "responses.parse": ("responses.parse", {**RESP, "text_format": Answer}),
+    "responses.stream": ("responses.stream", RESP),
     "embeddings": ("embeddings.create", {"model": "text-embedding-3-small", "input": "x"}),
     "files": ("files.list", {}),
     "models": ("models.list", {}),
     "responses.delete": ("responses.delete", {"response_id": "resp_1"}),
     "responses.input_items": ("responses.input_items.list", {"response_id": "resp_1"}),
-    "responses.input_tokens": ("responses.input_tokens.count", _RESP),
+    "responses.input_tokens": ("responses.input_tokens.count", RESP),
     "beta.assistants": ("beta.assistants.list", {}),
     "chat.completions.list": ("chat.completions.list", {}),
     "chat.completions.retrieve": ("chat.completions.retrieve", {"completion_id": "c1"}),
@@ -93,47 +83,29 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "images": ("images.generate", {"prompt": "x"}),
     "videos": ("videos.create", {"prompt": "x"}),
     "realtime": ("realtime.client_secrets.create", {}),
-    "beta.chat": ("beta.chat.completions.parse", _CHAT),
+    "beta.chat": ("beta.chat.completions.parse", CHAT),
     "beta.realtime": ("beta.realtime.sessions.create", {}),
     "beta.threads": ("beta.threads.create", {}),
     "responses.retrieve": ("responses.retrieve", {"response_id": "resp_1"}),
     "responses.cancel": ("responses.cancel", {"response_id": "resp_1"}),
     "responses.compact": ("responses.compact", {"model": "gpt-6-luna"}),
     "responses.connect": ("responses.connect", {}),
-    "with_raw_response": ("with_raw_response.chat.completions.create", _CHAT),
-    "with_streaming_response": ("with_streaming_response.responses.create", _RESP),
-    "chat.with_raw_response": ("chat.with_raw_response.completions.create", _CHAT),
-    "chat.with_streaming_response": ("chat.with_streaming_response.completions.create", _CHAT),
-    "chat.completions.with_raw_response": ("chat.completions.with_raw_response.create", _CHAT),
+    "with_raw_response": ("with_raw_response.chat.completions.create", CHAT),
+    "with_streaming_response": ("with_streaming_response.responses.create", RESP),
+    "chat.with_raw_response": ("chat.with_raw_response.completions.create", CHAT),
+    "chat.with_streaming_response": ("chat.with_streaming_response.completions.create", CHAT),
+    "chat.completions.with_raw_response": ("chat.completions.with_raw_response.create", CHAT),
     "chat.completions.with_streaming_response": (
         "chat.completions.with_streaming_response.create",
-        _CHAT,
+        CHAT,
     ),
-    "responses.with_raw_response": ("responses.with_raw_response.create", _RESP),
-    "responses.with_streaming_response": ("responses.with_streaming_response.create", _RESP),
+    "responses.with_raw_response": ("responses.with_raw_response.create", RESP),
+    "responses.with_streaming_response": ("responses.with_streaming_response.create", RESP),
     "beta.with_raw_response": ("beta.with_raw_response.assistants.list", {}),
     "beta.with_streaming_response": ("beta.with_streaming_response.assistants.list", {}),
 }
 
 ROWS = sorted(set(EXPECTED) | {row.path for row in SURFACES})
-
-
-def make_client(stub: Any) -> AsyncOpenAI:
-    return AsyncOpenAI(
-        api_key="sk-unused",
-        base_url="http://openai.test/v1",
-        http_client=OPENAI_LIB.AsyncClient(transport=stub.transport()),
-        max_retries=0,
-    )
-
-
-def make_sync_client(stub: Any) -> OpenAI:
-    return OpenAI(
-        api_key="sk-unused",
-        base_url="http://openai.test/v1",
-        http_client=OPENAI_LIB.Client(transport=stub.transport()),
-        max_retries=0,
-    )
 
 
 def test_the_table_is_the_spec_table():
@@ -146,6 +118,6 @@ def test_surface_row_in_a_run(path):
     verdict = EXPECTED[path]
     assert OPENAI.classify(path).verdict.value == verdict
     stub = upstream()
-    after = {**_CHAT, "model": "gpt-after"}
+    after = {**CHAT, "model": "gpt-after"}
     follow_up = ("chat.completions.create", after, "POST /chat/completions")
-    check_row(verdict, path, CALLS[path], lambda: make_client(stub), stub.seen, follow_up)
+    check_row(verdict, path, CALLS[path], lambda: openai_dropin(stub), stub.seen, follow_up)

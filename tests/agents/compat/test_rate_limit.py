@@ -13,8 +13,7 @@ import pytest
 from pyrula.agents import AgentContext, LLMRate
 from pyrula.agents.compat import Anthropic, AsyncAnthropic, AsyncOpenAI, journaled
 from tests.agents.compat.support import park_and_resume
-from tests.fakes import anthropic_api as anthropic_stub
-from tests.fakes import openai_api as openai_stub
+from tests.fakes import anthropic_api, openai_api
 from tests.fakes.provider import ANTHROPIC_LIB, OPENAI_LIB
 
 _keys = itertools.count()
@@ -46,7 +45,7 @@ _ASK = {"model": "gpt-test", "messages": [{"role": "user", "content": "Ping?"}]}
 
 
 def _openai(rate: LLMRate) -> tuple[Any, Any, Callable[[Any, str], Any]]:
-    stub = openai_stub.upstream()
+    stub = openai_api.upstream()
     http = OPENAI_LIB.AsyncClient(transport=stub.transport())
     client = AsyncOpenAI(api_key="k", base_url="http://o.test", http_client=http, rate_limit=rate)
 
@@ -57,25 +56,25 @@ def _openai(rate: LLMRate) -> tuple[Any, Any, Callable[[Any, str], Any]]:
 
 
 def _anthropic(rate: LLMRate) -> tuple[Any, Any, Callable[[Any, str], Any]]:
-    stub = anthropic_stub.upstream()
+    stub = anthropic_api.upstream()
     http = ANTHROPIC_LIB.AsyncClient(transport=stub.transport())
     client = AsyncAnthropic(api_key="k", base_url="http://a.test", http_client=http)
     journaled(client, rate_limit=rate)
 
     async def ask(c: Any, model: str) -> Any:
-        return await c.messages.create(**{**anthropic_stub.MSG, "model": model})
+        return await c.messages.create(**{**anthropic_api.MSG, "model": model})
 
     return stub, client, ask
 
 
 def _anthropic_sync(rate: LLMRate) -> tuple[Any, Any, Callable[[Any, str], Any]]:
-    stub = anthropic_stub.upstream()
+    stub = anthropic_api.upstream()
     http = ANTHROPIC_LIB.Client(transport=stub.transport())
     client = Anthropic(api_key="k", base_url="http://a.test", http_client=http, rate_limit=rate)
 
     async def ask(c: Any, model: str) -> Any:
         ctx: AgentContext = ask.ctx  # type: ignore[attr-defined]
-        return await ctx.to_thread(lambda: c.messages.create(**{**anthropic_stub.MSG, "model": model}))  # noqa: E501
+        return await ctx.to_thread(lambda: c.messages.create(**{**anthropic_api.MSG, "model": model}))  # noqa: E501
 
     return stub, client, ask
 
@@ -116,7 +115,7 @@ def test_a_sync_call_with_no_run_runs_unlimited_and_warns_once(caplog):
     stub, client, _ = _anthropic_sync(_rate(clock))
     with caplog.at_level(logging.WARNING, logger="pyrula.ratelimit"), pytest.warns(UserWarning):
         for model in ("a", "b", "c"):
-            client.messages.create(**{**anthropic_stub.MSG, "model": model})
+            client.messages.create(**{**anthropic_api.MSG, "model": model})
     assert len(stub.seen) == 3 and clock.waits == []
     assert len([r for r in caplog.records if r.name == "pyrula.ratelimit"]) == 1
 
@@ -144,16 +143,16 @@ def test_a_boto3_bedrock_client_waits_for_a_slot_and_replays_take_none():
 def test_a_gemini_client_waits_for_a_slot_and_replays_take_none(how):
     pytest.importorskip("google.genai")
     from pyrula.agents.compat import genai
-    from tests.fakes import gemini_api as genai_stub
+    from tests.fakes import gemini_api
 
     clock = SkippingClock()
-    stub = genai_stub.upstream()
+    stub = gemini_api.upstream()
     client = genai.Client(
-        api_key="k", http_options=genai_stub.http_options(stub), rate_limit=_rate(clock)
+        api_key="k", http_options=gemini_api.http_options(stub), rate_limit=_rate(clock)
     )
 
     async def ask(ctx: AgentContext, text: str) -> Any:
-        model = genai_stub.MODEL
+        model = gemini_api.MODEL
         if how == "aio":
             return await client.aio.models.generate_content(model=model, contents=text)
         if how == "aio-stream":

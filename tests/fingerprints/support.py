@@ -14,7 +14,9 @@ import openai
 import pytest
 from pyrula.fingerprints import Canonical, RequestParts, canonical_json, canonicalize
 
-from tests.fakes.provider import ANTHROPIC_LIB
+from tests.fakes.anthropic_api import BASE_URL as ANTHROPIC_URL
+from tests.fakes.openai_api import BASE_URL as OPENAI_URL
+from tests.fakes.provider import ANTHROPIC_LIB, Upstream, json_reply
 
 # What every openai/anthropic call carries and must never matter (see SDK-FACTS.md).
 VOLATILE_HEADERS = {
@@ -84,28 +86,21 @@ def capture(call: Callable[[Any], object], lib: Any = httpx2) -> RequestParts:
 
     `lib` is the HTTP stack the SDK is built on (anthropic 0.x takes only httpx clients).
     """
-    seen: list[Any] = []
-
-    def handler(request: Any) -> Any:
-        seen.append(request)
-        error = {"type": "error", "error": {"type": "invalid_request_error", "message": "test"}}
-        return lib.Response(400, json=error)
-
+    error = {"type": "error", "error": {"type": "invalid_request_error", "message": "test"}}
+    upstream = Upstream(lib, lambda request: json_reply(error, 400))
     with (
-        lib.Client(transport=lib.MockTransport(handler)) as http,
+        upstream.http_client() as http,
         pytest.raises((openai.BadRequestError, anthropic.BadRequestError)),
     ):
         call(http)
-    assert len(seen) == 1
-    request = seen[0]
+    assert len(upstream.requests) == 1
+    request = upstream.requests[0]
     headers = {k.lower(): v for k, v in request.headers.items()}
     return RequestParts(request.method, str(request.url), headers, request.content)
 
 
 def openai_client(http: httpx2.Client) -> openai.OpenAI:
-    return openai.OpenAI(
-        api_key="sk-test-secret", base_url="http://openai.test/v1", http_client=http
-    )
+    return openai.OpenAI(api_key="sk-test-secret", base_url=OPENAI_URL, http_client=http)
 
 
 def capture_anthropic(call: Callable[[Any], object]) -> RequestParts:
@@ -114,5 +109,5 @@ def capture_anthropic(call: Callable[[Any], object]) -> RequestParts:
 
 def anthropic_client(http: Any) -> anthropic.Anthropic:
     return anthropic.Anthropic(
-        api_key="sk-ant-test-secret", base_url="http://anthropic.test", http_client=http
+        api_key="sk-ant-test-secret", base_url=ANTHROPIC_URL, http_client=http
     )
