@@ -117,5 +117,5 @@ def upstream(lib: Any = ANTHROPIC_LIB) -> Upstream:
 
 
 def anthropic_client(upstream: Upstream, **kw: Any) -> Any:
-    """A Anthropic client sending to `upstream` (see `provider.sdk_client`)."""
+    """An Anthropic client sending to `upstream` (see `provider.sdk_client`)."""
     return sdk_client(upstream, anthropic.Anthropic, anthropic.AsyncAnthropic, BASE_URL, **kw)

@@ -165,8 +165,7 @@ def response_sse(text: str = ANSWER) -> list[bytes]:
 _EMPTY_PAGE = {"object": "list", "data": [], "has_more": False, "first_id": None, "last_id": None}
 
 
-def _reply(request: Any) -> Reply:
-    path = request.url.path.removeprefix("/v1")
+def _reply(request: Any, path: str) -> Reply:
     body = json.loads(request.content) if request.content else {}
     if request.method == "POST" and path == "/chat/completions":
         if body.get("stream"):
@@ -191,11 +190,17 @@ def _reply(request: Any) -> Reply:
     return json_reply({"id": "x", "object": "thing", "deleted": True})
 
 
-def upstream(lib: Any = OPENAI_LIB) -> Upstream:
-    """A stand-in OpenAI API; `.seen` lists each request that reached it as "METHOD /path"."""
-    return Upstream(lib, _reply)
+def upstream(lib: Any = OPENAI_LIB, *, base_path: str = "/v1") -> Upstream:
+    """A stand-in OpenAI API, or an OpenAI-compatible one serving under `base_path` (Groq's
+    `/openai/v1`, OpenRouter's `/api/v1`); `.seen` lists each request that reached it as
+    "METHOD /path" without the base path."""
+
+    def reply(request: Any) -> Reply:
+        return _reply(request, request.url.path.removeprefix(base_path))
+
+    return Upstream(lib, reply, (base_path,))
 
 
-def openai_client(upstream: Upstream, **kw: Any) -> Any:
-    """A OpenAI client sending to `upstream` (see `provider.sdk_client`)."""
-    return sdk_client(upstream, openai.OpenAI, openai.AsyncOpenAI, BASE_URL, **kw)
+def openai_client(upstream: Upstream, *, base_url: str = BASE_URL, **kw: Any) -> Any:
+    """An OpenAI client sending to `upstream` (see `provider.sdk_client`)."""
+    return sdk_client(upstream, openai.OpenAI, openai.AsyncOpenAI, base_url, **kw)

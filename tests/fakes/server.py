@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
 
+import httpx
+
 
 @dataclass
 class Seen:
@@ -49,6 +51,19 @@ class Script:
 
 
 Reply = Callable[[Seen], Script]
+
+
+def serving(reply: Callable[[Any], tuple[int, dict[str, str], list[bytes]]]) -> Reply:
+    """The reply function of an in-process stand-in (`provider.Upstream.reply`, say
+    `openai_api.upstream().reply`) answering on this server: the same provider, over a socket."""
+
+    def script(seen: Seen) -> Script:
+        url = f"http://127.0.0.1{seen.path}"
+        request = httpx.Request(seen.method, url, headers=seen.headers, content=seen.body)
+        status, headers, frames = reply(request)
+        return Script(status=status, headers=headers, frames=frames, chunked=True)
+
+    return script
 
 
 class _Server(ThreadingHTTPServer):
