@@ -13,14 +13,8 @@ import pytest
 
 import pyrula
 from pyrula.journal import Exchanges, Store
-from tests.providers import (
-    OPENAI_LIB,
-    Upstream,
-    ask,
-    chat_completion,
-    json_reply,
-    openai_client,
-)
+from tests.fakes.openai_api import chat_completion, openai_client
+from tests.fakes.provider import OPENAI_LIB, Upstream, ask, json_reply
 
 
 def _counting_upstream() -> Upstream:

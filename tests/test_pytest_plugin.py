@@ -7,14 +7,15 @@ import pathlib
 import pytest
 
 # Imported here so in-process pytester runs reuse them instead of importing the SDKs each time.
-import tests.providers  # noqa: F401
+import tests.fakes.provider  # noqa: F401
 
 ROOT = pathlib.Path(__file__).parents[1]
 
 SUITE = """
 import json
 import pytest
-from tests.providers import OPENAI_LIB, Upstream, ask, chat_completion, json_reply, openai_client
+from tests.fakes.openai_api import chat_completion, openai_client
+from tests.fakes.provider import OPENAI_LIB, Upstream, ask, json_reply
 
 CALLS = []
 

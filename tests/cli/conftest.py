@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_support import STORY, Invoke, Provider, ask, ask_streamed, make_client
 from typer.testing import CliRunner, Result
 
 import pyrula
 from pyrula.cli.app import app
+from tests.cli.support import STORY, Invoke, Provider, ask, ask_streamed, make_client
 
 
 @pytest.fixture

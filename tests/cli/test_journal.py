@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cli_support import SECRET, STORY, Invoke, Provider, ask, ask_streamed, make_client
 
 import pyrula
+from tests.cli.support import SECRET, STORY, Invoke, Provider, ask, ask_streamed, make_client
 
 
 def ls(journal: Invoke, store: Path, *args: str) -> list[dict[str, Any]]:

@@ -7,12 +7,13 @@ import json
 from pathlib import Path
 
 import httpx2
-from cli_support import Invoke
 from hypothesis import given
 from hypothesis import strategies as st
 
 import pyrula
 from pyrula.cli._jsonl import frame_bytes, frame_json
+from tests.cli.support import Invoke
+from tests.fakes.provider import Upstream
 
 BINARY = bytes(range(256)) * 3
 
@@ -31,13 +32,10 @@ def test_utf8_frames_are_text_and_others_are_marked_base64() -> None:
 
 
 def _record_binary(path: Path) -> None:
-    def provider(request: httpx2.Request) -> httpx2.Response:
-        return httpx2.Response(
-            200, headers={"content-type": "application/octet-stream"}, content=BINARY
-        )
-
-    transport = pyrula.Httpx2Transport(httpx2.MockTransport(provider))
-    with pyrula.cassette("blob", store=path), httpx2.Client(transport=transport) as client:
+    provider = Upstream(
+        httpx2, lambda request: (200, {"content-type": "application/octet-stream"}, [BINARY])
+    )
+    with pyrula.cassette("blob", store=path), provider.http_client(journal={}) as client:
         # A lone surrogate escape is valid JSON that strict UTF-8 cannot carry.
         body = b'{"text": "h\\u00e9llo \\udc00", "n": 0.1}'
         reply = client.post(

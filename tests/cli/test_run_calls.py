@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from pyrula.agents import AgentContext, agent
 from pyrula.cli.app import app
-from tests.runtime.helpers import ask, async_openai, chat_upstream, run_to_rest
+from tests.runtime.support import ask, async_openai, chat_upstream, run_to_rest
 
 UPSTREAM = chat_upstream()
 

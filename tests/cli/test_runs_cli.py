@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from pyrula.cli.app import app
 from pyrula.runtime import RunStore, submit
 from pyrula.workflows import WorkflowContext, workflow
-from tests.runtime.helpers import drive, new_store
+from tests.runtime.support import drive, new_store
 
 
 @workflow(name="cli_asks")

@@ -6,7 +6,9 @@ from typing import Any
 import anthropic
 import httpx2
 import pytest
-from fp_support import (
+from pyrula.fingerprints import canonicalize
+
+from tests.fingerprints.support import (
     VOLATILE_HEADERS,
     anthropic_client,
     assert_no_secret,
@@ -18,7 +20,6 @@ from fp_support import (
     reordered,
     with_headers,
 )
-from pyrula.fingerprints import canonicalize
 
 URL = "https://api.anthropic.com/v1/messages"
 BEDROCK = "https://bedrock-runtime.us-east-1.amazonaws.com/model/{model}/{op}"

@@ -4,7 +4,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fp_support import (
+from pyrula.fingerprints import canonicalize
+
+from tests.fingerprints.support import (
     VOLATILE_HEADERS,
     assert_no_secret,
     digest,
@@ -13,7 +15,6 @@ from fp_support import (
     post,
     reordered,
 )
-from pyrula.fingerprints import canonicalize
 
 HOST = "https://bedrock-runtime.us-east-1.amazonaws.com"
 MODEL_ID = "arn:aws:bedrock:us-east-1:123456789012:inference-profile/us.amazon.nova-pro-v1:0"

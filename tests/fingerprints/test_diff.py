@@ -3,8 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fp_support import image_b64, post
 from pyrula.fingerprints import canonicalize, diff, nearest
+
+from tests.fingerprints.support import image_b64, post
 
 
 def _tool(name: str, schema: dict[str, Any] | None = None, description: str = "") -> dict[str, Any]:

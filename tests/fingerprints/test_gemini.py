@@ -4,7 +4,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fp_support import (
+from pyrula.fingerprints import canonicalize
+
+from tests.fingerprints.support import (
     VOLATILE_HEADERS,
     assert_no_secret,
     digest,
@@ -13,7 +15,6 @@ from fp_support import (
     post,
     reordered,
 )
-from pyrula.fingerprints import canonicalize
 
 API = "https://generativelanguage.googleapis.com/v1beta/models/gemini-2.5-flash:{method}"
 URL = API.format(method="generateContent")

@@ -3,8 +3,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fp_support import VOLATILE_HEADERS, assert_no_secret, digest, image_b64, post, reordered
 from pyrula.fingerprints import RequestParts, canonicalize
+
+from tests.fingerprints.support import (
+    VOLATILE_HEADERS,
+    assert_no_secret,
+    digest,
+    image_b64,
+    post,
+    reordered,
+)
 
 URL = "https://api.example.com/v1/embeddings"
 BODY = {"model": "text-embedding-3-small", "input": ["a", "b"]}

@@ -5,7 +5,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fp_support import (
+from pyrula.fingerprints import canonicalize
+
+from tests.fingerprints.support import (
     VOLATILE_HEADERS,
     assert_no_secret,
     capture,
@@ -16,7 +18,6 @@ from fp_support import (
     post,
     reordered,
 )
-from pyrula.fingerprints import canonicalize
 
 URL = "https://api.openai.com/v1/responses"
 WEATHER = {

@@ -7,7 +7,6 @@ import timeit
 from typing import Any
 
 import pytest
-from fp_support import post
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from pyrula.fingerprints import (
@@ -18,6 +17,8 @@ from pyrula.fingerprints import (
     surface_of,
 )
 from pyrula.fingerprints._router import ROUTES
+
+from tests.fingerprints.support import post
 
 CHAT = {"messages": [{"role": "user", "content": "hi"}]}
 ANTHROPIC_ON_BEDROCK = {**CHAT, "anthropic_version": "bedrock-2023-05-31"}

@@ -4,45 +4,22 @@ cost of spawning)."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
-import httpx
-import httpx2
 import openai
 
 import pyrula
+from tests.fakes.openai_api import chat_completion, openai_client
+from tests.fakes.provider import OPENAI_LIB, Reply, Upstream, json_reply
 
-LIB = httpx2 if int(openai.__version__.split(".")[0]) >= 3 else httpx
 
-
-def answer(request: object) -> object:
-    question = json.loads(request.content)["messages"][-1]["content"]  # type: ignore[attr-defined]
-    return LIB.Response(
-        200,
-        json={
-            "id": "c",
-            "object": "chat.completion",
-            "created": 0,
-            "model": "m",
-            "choices": [
-                {
-                    "index": 0,
-                    "finish_reason": "stop",
-                    "message": {"role": "assistant", "content": f"answer to {question}"},
-                }
-            ],
-        },
-    )
+def answer(request: Any) -> Reply:
+    question = json.loads(request.content)["messages"][-1]["content"]
+    return json_reply(chat_completion(f"answer to {question}", model="m", id="c", usage=None))
 
 
 def client() -> openai.OpenAI:
-    transport = (pyrula.Httpx2Transport if LIB is httpx2 else pyrula.HttpxTransport)(
-        LIB.MockTransport(answer)
-    )
-    return openai.OpenAI(
-        api_key="sk-unused",
-        base_url="http://openai.test/v1",
-        http_client=LIB.Client(transport=transport),
-    )
+    return openai_client(Upstream(OPENAI_LIB, answer), api_key="sk-unused")
 
 
 def ask(sdk: openai.OpenAI, question: str) -> str | None:

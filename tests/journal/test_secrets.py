@@ -10,18 +10,16 @@ import httpx2
 import pytest
 
 import pyrula
-from tests.providers import (
+from tests.fakes.anthropic_api import anthropic_client, anthropic_message
+from tests.fakes.openai_api import chat_completion, openai_client
+from tests.fakes.provider import (
     ANTHROPIC_LIB,
     OPENAI_LIB,
     TEST_KEY,
     Upstream,
-    anthropic_client,
-    anthropic_message,
     ask,
-    chat_completion,
     journal_transport,
     json_reply,
-    openai_client,
 )
 
 GOOGLE_KEY = "AIzaSyPlantedGoogleKey0123456789abcdefgh"

@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.proxy.upstream import SSE_HEADERS, Script, ScriptedUpstream, chat_chunks
+from tests.fakes.openai_api import SSE_HEADERS, chat_chunks
+from tests.fakes.server import Script, Server
 
 PYRULA = [sys.executable, "-c", "from pyrula.cli.app import main; main()"]
 CHAT = b'{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}'
@@ -95,7 +96,7 @@ def test_sigterm_lets_a_stream_in_flight_finish_and_record_while_journal_reads_t
     frames = chat_chunks(["slow", " reply"])
     script = Script(headers=SSE_HEADERS, frames=frames, chunked=True, gate=gate)
     with (
-        ScriptedUpstream(lambda seen: script) as upstream,
+        Server(lambda seen: script) as upstream,
         pyrula_proxy("--store", str(store), "--mode", "record", "--upstream", upstream.url) as proc,
         httpx.Client(timeout=20) as http,
     ):
@@ -126,7 +127,7 @@ def test_sigint_after_the_grace_period_drops_the_unfinished_record(tmp_path):
     gate = threading.Event()
     script = Script(headers=SSE_HEADERS, frames=chat_chunks(["never"]), chunked=True, gate=gate)
     with (
-        ScriptedUpstream(lambda seen: script) as upstream,
+        Server(lambda seen: script) as upstream,
         pyrula_proxy(
             "--store", str(store), "--mode", "record", "--upstream", upstream.url, "--grace", "0.5"
         ) as proc,

@@ -20,7 +20,7 @@ import httpx
 import openai
 import pytest
 
-from tests.providers import ANTHROPIC_LIB, OPENAI_LIB
+from tests.fakes.provider import ANTHROPIC_LIB, OPENAI_LIB
 from tests.proxy.support import KEY, routes_to, running
 
 ASK = [{"role": "user", "content": "Name three sea snails."}]

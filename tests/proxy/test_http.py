@@ -13,12 +13,11 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from pyrula.proxy import ConfigError, Limits, ProxyConfig, parse_listen, parse_route
-from pyrula.proxy.headers import client_reply, decodable_encodings, upstream_request
-from pyrula.proxy.routes import RouteTable
+from pyrula.proxy import Limits
 
+from tests.fakes.openai_api import chat_json
+from tests.fakes.server import Script, Server
 from tests.proxy.support import raw_exchange, routes_to, running, status_of
-from tests.proxy.upstream import Script, ScriptedUpstream, chat_json
 
 TOKEN = "t0ken-for-the-proxy-1234567890"
 CHAT = b'{"model":"m","messages":[{"role":"user","content":"hi"}]}'
@@ -44,7 +43,7 @@ def chat_request(path: bytes = b"/openai/v1/chat/completions", extra: bytes = b"
 
 @pytest.fixture(scope="module")
 def upstream():
-    with ScriptedUpstream(lambda seen: Script(frames=[chat_json("ok")])) as server:
+    with Server(lambda seen: Script(frames=[chat_json("ok")])) as server:
         yield server
 
 
@@ -65,62 +64,6 @@ def replaying(recorded, upstream):
     limits = Limits(max_body_bytes=4096, max_header_bytes=2048, request_timeout_s=2, grace_s=1)
     with running(recorded, "replay", routes=routes_to(upstream.url), limits=limits) as proxy:
         yield proxy
-
-
-# -- routing and configuration (pure) ---------------------------------------------------------
-
-
-def test_routes_strip_the_prefix_and_keep_path_and_query():
-    table = RouteTable(routes_to("https://api.example.com/base", "openai"))
-    target = table.resolve(b"/openai/v1/models?limit=2")
-    assert target is not None and target.url == "https://api.example.com/base/v1/models?limit=2"
-    assert table.resolve(b"/openaix/v1") is None
-    assert table.resolve(b"/other") is None
-    catch_all = RouteTable((), "http://127.0.0.1:9")
-    assert catch_all.resolve(b"//evil.example/x").url == "http://127.0.0.1:9//evil.example/x"
-
-
-def test_listen_and_route_options_parse_or_name_the_fix():
-    assert parse_listen("127.0.0.1:8787") == ("127.0.0.1", 8787)
-    assert parse_listen("[::1]:0") == ("::1", 0)
-    assert parse_listen("9000") == ("127.0.0.1", 9000)
-    assert parse_route("mistral=https://api.mistral.ai/").upstream == "https://api.mistral.ai"
-    with pytest.raises(ConfigError, match="NAME=URL"):
-        parse_route("mistral")
-    with pytest.raises(ConfigError, match="http"):
-        parse_route("x=ftp://host")
-
-
-def test_a_non_loopback_address_needs_allow_remote_and_a_token(tmp_path):
-    with pytest.raises(ConfigError, match="--allow-remote"):
-        ProxyConfig(store=tmp_path, host="0.0.0.0")
-    with pytest.raises(ConfigError, match="token"):
-        ProxyConfig(store=tmp_path, host="0.0.0.0", allow_remote=True)
-    with pytest.raises(ConfigError, match="at least"):
-        ProxyConfig(store=tmp_path, host="0.0.0.0", allow_remote=True, token="short")
-    assert ProxyConfig(store=tmp_path, host="0.0.0.0", allow_remote=True, token=TOKEN).token
-
-
-def test_hop_by_hop_and_proxy_headers_are_not_forwarded_but_credentials_are():
-    sent = [
-        (b"authorization", b"Bearer sk-live"),
-        (b"connection", b"keep-alive, x-private"),
-        (b"x-private", b"1"),
-        (b"proxy-authorization", b"Bearer t"),
-        (b"x-pyrula-cassette", b"c"),
-        (b"host", b"proxy"),
-        (b"content-length", b"3"),
-        (b"anthropic-beta", b"tools"),
-    ]
-    assert upstream_request(sent) == [
-        (b"authorization", b"Bearer sk-live"),
-        (b"anthropic-beta", b"tools"),
-    ]
-    offered = [(b"accept-encoding", b"gzip, br;q=1.0, zstd, deflate"), (b"x-a", b"1")]
-    assert decodable_encodings(offered) == [(b"accept-encoding", b"gzip, deflate"), (b"x-a", b"1")]
-    assert decodable_encodings([(b"accept-encoding", b"br")]) == []
-    reply = [(b"content-length", b"5"), (b"transfer-encoding", b"chunked"), (b"x-request-id", b"r")]
-    assert client_reply(reply, keep_length=False) == [(b"x-request-id", b"r")]
 
 
 # -- the wire ---------------------------------------------------------------------------------

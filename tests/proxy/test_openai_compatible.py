@@ -12,9 +12,10 @@ import pytest
 from pyrula.proxy import DEFAULT_ROUTES, Route
 from pyrula.proxy.routes import RouteTable
 
-from tests.providers import OPENAI_LIB
+from tests.fakes.openai_api import SSE_HEADERS
+from tests.fakes.provider import OPENAI_LIB
+from tests.fakes.server import Script, Seen, Server
 from tests.proxy.support import KEY, running
-from tests.proxy.upstream import SSE_HEADERS, Script, ScriptedUpstream, Seen
 from tests.replies.support import ASK, PROVIDERS, Compatible, completion, stream
 
 _ROUTES = {route.name: route for route in DEFAULT_ROUTES}
@@ -47,7 +48,7 @@ def _calls(proxy: Any, provider: Compatible) -> tuple[Any, list[Any]]:
 def test_recorded_through_its_route_and_replayed_offline(store, provider):
     # The provider's own route, pointed at a stand-in that keeps the route's base path.
     base_path = urlsplit(_ROUTES[provider.name].upstream).path
-    with ScriptedUpstream(_script(provider)) as upstream:
+    with Server(_script(provider)) as upstream:
         routes = (Route(provider.name, upstream.url + base_path),)
         with running(store, "record", routes=routes) as proxy:
             recorded = _calls(proxy, provider)

@@ -16,16 +16,10 @@ from pyrula.proxy import ConfigError
 
 from pyrula.cassette import Cassette
 from pyrula.journal import Exchanges, Store
-from tests.providers import (
-    ANTHROPIC_LIB,
-    OPENAI_LIB,
-    Upstream,
-    chat_completion,
-    journal_transport,
-    json_reply,
-)
+from tests.fakes.openai_api import chat_completion, chat_json
+from tests.fakes.provider import ANTHROPIC_LIB, OPENAI_LIB, Upstream, journal_transport, json_reply
+from tests.fakes.server import Script, Server
 from tests.proxy.support import KEY, routes_to, running, store_bytes
-from tests.proxy.upstream import Script, ScriptedUpstream, chat_json
 
 ASK = [{"role": "user", "content": "What is a pyrula?"}]
 
@@ -197,7 +191,7 @@ def test_anthropic_sdk_surfaces_a_miss_as_its_own_status_error(store, standin):
 
 def test_credentials_go_upstream_in_record_mode_and_never_reach_the_store(store):
     with (
-        ScriptedUpstream(lambda seen: Script(frames=[chat_json("ok")])) as upstream,
+        Server(lambda seen: Script(frames=[chat_json("ok")])) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
     ):
         openai_via(proxy).chat.completions.create(model="m", messages=ASK)
@@ -226,7 +220,7 @@ def test_the_cassette_header_selects_a_namespace(store, standin):
 def test_repeated_requests_replay_in_order_and_reset_starts_over(store):
     answers = iter(["first", "second"])
     with (
-        ScriptedUpstream(lambda seen: Script(frames=[chat_json(next(answers))])) as upstream,
+        Server(lambda seen: Script(frames=[chat_json(next(answers))])) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
     ):
         client = openai_via(proxy)
@@ -253,7 +247,7 @@ def test_repeated_requests_replay_in_order_and_reset_starts_over(store):
 
 
 def test_auto_mode_replays_what_it_has_and_records_the_rest(store):
-    with ScriptedUpstream(
+    with Server(
         lambda seen: Script(frames=[chat_json(seen.json()["messages"][0]["content"])])
     ) as upstream:
         with running(store, "record", routes=routes_to(upstream.url)) as proxy:
@@ -272,7 +266,7 @@ def test_auto_mode_replays_what_it_has_and_records_the_rest(store):
 
 def test_record_mode_rerecords_and_never_deletes(store):
     with (
-        ScriptedUpstream(lambda seen: Script(frames=[chat_json("v")])) as upstream,
+        Server(lambda seen: Script(frames=[chat_json("v")])) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
     ):
         client = openai_via(proxy)
@@ -289,7 +283,7 @@ def test_record_mode_rerecords_and_never_deletes(store):
 
 def test_passthrough_forwards_and_records_nothing(store):
     with (
-        ScriptedUpstream(lambda seen: Script(frames=[chat_json("live")])) as upstream,
+        Server(lambda seen: Script(frames=[chat_json("live")])) as upstream,
         running(store, "passthrough", routes=routes_to(upstream.url)) as proxy,
     ):
         reply = openai_via(proxy).chat.completions.create(model="m", messages=ASK)
@@ -355,7 +349,7 @@ def test_an_https_upstream_is_reached_through_the_real_tls_stack(store, tmp_path
     authority.issue_cert("127.0.0.1").configure_cert(tls)
     ca_file = tmp_path / "ca.pem"
     authority.cert_pem.write_to_path(str(ca_file))
-    with ScriptedUpstream(lambda seen: Script(frames=[chat_json("over tls")]), tls=tls) as upstream:
+    with Server(lambda seen: Script(frames=[chat_json("over tls")]), tls=tls) as upstream:
         assert upstream.url.startswith("https://")
         with running(store, "record", routes=routes_to(upstream.url), upstream_ca=ca_file) as proxy:
             live = openai_via(proxy).chat.completions.create(model="m", messages=ASK)
@@ -383,7 +377,7 @@ def test_a_gemini_stream_with_a_key_in_the_query_replays_and_the_key_is_kept_now
     path = f"/gemini/v1beta/models/gemini-test:streamGenerateContent?alt=sse&key={secret}"
     body = {"contents": [{"role": "user", "parts": [{"text": "Hello"}]}]}
     script = Script(headers={"content-type": "text/event-stream"}, frames=frames, chunked=True)
-    with ScriptedUpstream(lambda seen: script) as upstream:
+    with Server(lambda seen: script) as upstream:
         routes = routes_to(upstream.url, "gemini")
         with running(store, "record", routes=routes) as proxy:
             live = OPENAI_HTTP.post(proxy.url + path, json=body)

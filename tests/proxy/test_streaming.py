@@ -11,8 +11,9 @@ import httpx
 import pytest
 
 from pyrula.journal import Exchanges, Store
+from tests.fakes.openai_api import SSE_HEADERS, chat_chunks, chat_json
+from tests.fakes.server import Script, Server
 from tests.proxy.support import routes_to, running
-from tests.proxy.upstream import SSE_HEADERS, Script, ScriptedUpstream, chat_chunks, chat_json
 
 HTTP = httpx.Client(timeout=10)
 CHAT = b'{"model":"m","messages":[{"role":"user","content":"stream please"}],"stream":true}'
@@ -42,7 +43,7 @@ def test_the_first_frame_reaches_the_client_while_the_provider_still_streams(sto
     frames = chat_chunks(["Hel", "lo"])
     script = Script(headers=SSE_HEADERS, frames=frames, chunked=True, gate=gate)
     with (
-        ScriptedUpstream(lambda seen: script) as upstream,
+        Server(lambda seen: script) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
         post_chat(HTTP, proxy) as response,
     ):
@@ -61,7 +62,7 @@ def test_a_client_hanging_up_mid_stream_leaves_no_record_and_cancels_upstream(st
     gate = threading.Event()
     script = Script(headers=SSE_HEADERS, frames=chat_chunks(["a", "b"]), chunked=True, gate=gate)
     with (
-        ScriptedUpstream(lambda seen: script) as upstream,
+        Server(lambda seen: script) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
     ):
         with post_chat(HTTP, proxy) as response:
@@ -86,7 +87,7 @@ def test_one_slow_stream_does_not_stall_other_clients(store):
         return Script(frames=[chat_json("fast")])
 
     with (
-        ScriptedUpstream(reply) as upstream,
+        Server(reply) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
         post_chat(HTTP, proxy, CHAT.replace(b"stream please", b"slow")) as slow,
     ):
@@ -107,7 +108,7 @@ def test_one_slow_stream_does_not_stall_other_clients(store):
 def test_a_gzipped_reply_is_forwarded_compressed_and_recorded_decoded(store):
     script = Script(frames=[chat_json("zipped")], compress=True)
     with (
-        ScriptedUpstream(lambda seen: script) as upstream,
+        Server(lambda seen: script) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
     ):
         body = b'{"model":"m","messages":[{"role":"user","content":"z"}]}'
@@ -128,7 +129,7 @@ def test_a_gzipped_reply_is_forwarded_compressed_and_recorded_decoded(store):
 def test_an_unfinished_stream_is_forwarded_but_not_recorded(store):
     script = Script(headers=SSE_HEADERS, frames=chat_chunks(["cut"], done=False)[:1], chunked=True)
     with (
-        ScriptedUpstream(lambda seen: script) as upstream,
+        Server(lambda seen: script) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
         post_chat(HTTP, proxy) as response,
     ):
@@ -141,7 +142,7 @@ def test_a_reply_over_the_record_cap_is_forwarded_but_not_recorded(store, monkey
     big = [b"data: " + b"x" * 4000 + b"\n\n" for _ in range(5)] + [b"data: [DONE]\n\n"]
     script = Script(headers=SSE_HEADERS, frames=big, chunked=True)
     with (
-        ScriptedUpstream(lambda seen: script) as upstream,
+        Server(lambda seen: script) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
         post_chat(HTTP, proxy) as response,
     ):
@@ -164,7 +165,7 @@ def test_an_unreachable_upstream_is_a_502_naming_it(store):
 def test_a_streamed_replay_is_chunked_and_byte_identical(store, mode):
     frames = chat_chunks(["one", " two"])
     script = Script(headers=SSE_HEADERS, frames=frames, chunked=True)
-    with ScriptedUpstream(lambda seen: script) as upstream:
+    with Server(lambda seen: script) as upstream:
         routes = routes_to(upstream.url)
         with running(store, "record", routes=routes) as proxy, post_chat(HTTP, proxy) as live:
             recorded = live.read()

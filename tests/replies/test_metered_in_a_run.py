@@ -13,7 +13,7 @@ from pyrula.agents import AgentContext, agent
 from pyrula.agents.compat.openai import AsyncOpenAI
 from pyrula.agents.testing.runner import AgentRunner
 from pyrula.runtime.metering import Usage, prices
-from tests.providers import OPENAI_LIB, Upstream
+from tests.fakes.provider import OPENAI_LIB, Upstream
 from tests.replies.support import ASK, PROVIDERS, Compatible, by_name, completion, stream
 
 

@@ -19,7 +19,7 @@ from pyrula.cli.app import app
 from pyrula.journal import Exchanges, Store
 from pyrula.replies import openai_compatible as reply_rows
 from pyrula.runtime.metering import usage_from_reply
-from tests.providers import OPENAI_LIB, TEST_KEY, Upstream, journal_transport
+from tests.fakes.provider import OPENAI_LIB, TEST_KEY, Upstream, journal_transport
 from tests.replies.support import ASK, PROVIDERS, Compatible, completion, stream
 
 

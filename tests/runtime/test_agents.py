@@ -18,8 +18,8 @@ from pyrula.agents import (
 )
 from pyrula.journal.exchanges import Exchanges
 from pyrula.runtime import answer
-from tests.providers import OPENAI_LIB
-from tests.runtime.helpers import (
+from tests.fakes.provider import OPENAI_LIB, Upstream
+from tests.runtime.support import (
     ask,
     async_openai,
     chat_upstream,
@@ -67,27 +67,23 @@ def test_code_that_catches_the_refusal_carries_on():
     assert asyncio.run(handle.result()) == "fallback"
 
 
-class _SlowUpstream:
+class _SlowUpstream(Upstream):
     """An upstream whose replies take a moment, so two calls are in flight together."""
-
-    def __init__(self) -> None:
-        self.calls: list[object] = []
 
     def transport(self) -> object:
         async def handler(request: object) -> object:
-            self.calls.append(request)
             await asyncio.sleep(0.05)
-            return UPSTREAM.handler(request)
+            return self.handler(request)
 
         return OPENAI_LIB.MockTransport(handler)
 
 
-SLOW = _SlowUpstream()
+SLOW = _SlowUpstream(OPENAI_LIB, UPSTREAM.reply)
 
 
 @agent(name="token_cap", limits=AgentLimits(max_total_tokens=500))
 async def token_cap(ctx: AgentContext) -> list[str]:
-    client = async_openai(SLOW)  # type: ignore[arg-type]
+    client = async_openai(SLOW)
     # Each call may use up to 400 tokens: both cannot fit, even when sent at once.
     results = await asyncio.gather(
         ask(client, "a", max_tokens=400),
@@ -231,7 +227,8 @@ def test_tools_run_once_wait_for_approval_and_keep_their_limits():
 
 @agent(name="abandons_stream")
 async def abandons_stream(ctx: AgentContext) -> str:
-    from tests.providers import chat_sse, sse_reply
+    from tests.fakes.openai_api import chat_sse
+    from tests.fakes.provider import sse_reply
 
     streaming = chat_upstream()
     streaming.reply = lambda request: sse_reply(chat_sse("one two three four"))

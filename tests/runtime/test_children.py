@@ -8,7 +8,7 @@ import pytest
 
 from pyrula.runtime import RunStore, Worker, cancel, submit
 from pyrula.workflows import WorkflowContext, workflow
-from tests.runtime.helpers import new_store
+from tests.runtime.support import new_store
 
 
 @workflow(name="waits_forever")

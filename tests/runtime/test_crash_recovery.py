@@ -8,16 +8,15 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, submit
+from tests.fakes.server import Script, Seen, Server
 from tests.runtime.crash_app import STEPS
 
 ROOT = Path(__file__).parents[2]
@@ -25,32 +24,19 @@ KILLS_PER_RUN = 10
 RUNS = 5  # 50 kills in all
 
 
-class _Provider(BaseHTTPRequestHandler):
-    log: list[str] = []
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        question = body["messages"][-1]["content"]
-        type(self).log.append(question)
-        reply = json.dumps({"choices": [{"message": {"content": f"re {question}"}}]}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(reply)))
-        self.end_headers()
-        self.wfile.write(reply)
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 @pytest.fixture
 def provider():
-    _Provider.log = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Provider)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", _Provider.log
-    server.shutdown()
+    log: list[str] = []
+
+    def reply(seen: Seen) -> Script:
+        question = seen.json()["messages"][-1]["content"]
+        log.append(question)
+        return Script(
+            frames=[json.dumps({"choices": [{"message": {"content": f"re {question}"}}]}).encode()]
+        )
+
+    with Server(reply) as server:
+        yield server.url, log
 
 
 class Zygote:

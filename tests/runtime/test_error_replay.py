@@ -18,7 +18,7 @@ from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, submit
 from tests.runtime.error_app import declines, parent_of_declines
 from tests.runtime.error_cases import CASES, Declined
-from tests.runtime.helpers import drive, new_store, run_to_rest
+from tests.runtime.support import drive, new_store, run_to_rest
 
 ROOT = Path(__file__).parents[2]
 

@@ -10,8 +10,9 @@ import time
 
 from pyrula.agents import AgentContext, agent
 from pyrula.runtime import RunStore, answer
-from tests.providers import chat_sse, sse_reply
-from tests.runtime.helpers import (
+from tests.fakes.openai_api import chat_sse
+from tests.fakes.provider import sse_reply
+from tests.runtime.support import (
     async_openai,
     chat_upstream,
     drive,

@@ -16,7 +16,7 @@ from pyrula.agents import AgentContext, LLMRate, agent
 from pyrula.errors import RunAttemptEnded
 from pyrula.runtime.calls import CallFrame, current_run, in_call, replays
 from pyrula.runtime.ratelimit import Slot, estimate_tokens
-from tests.runtime.helpers import (
+from tests.runtime.support import (
     ask,
     async_openai,
     chat_upstream,

@@ -14,7 +14,7 @@ from pyrula.errors import (
 )
 from pyrula.runtime import answer, cancel, fork, resume, signal, submit
 from pyrula.workflows import WorkflowContext, workflow
-from tests.runtime.helpers import ask, async_openai, chat_upstream, drive, new_store, run_to_rest
+from tests.runtime.support import ask, async_openai, chat_upstream, drive, new_store, run_to_rest
 
 EFFECTS: list[str] = []
 

@@ -3,31 +3,20 @@
 from __future__ import annotations
 
 import asyncio
-import json
-
-import openai
 
 from pyrula.agents import AgentContext, agent
 from pyrula.agents.testing.runner import AgentRunner
-from tests.compat.openai_stub import response_body
-from tests.providers import OPENAI_LIB, journal_transport
+from tests.fakes.openai_api import openai_client, response_body
+from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply
 
 
 def test_a_raw_sdk_client_on_the_transport_is_journaled_and_metered():
-    provider_calls = []
-
-    def provider(request):
-        provider_calls.append(json.loads(request.content))
-        return OPENAI_LIB.Response(200, json=response_body("Pong."))
+    provider = Upstream(OPENAI_LIB, lambda request: json_reply(response_body("Pong.")))
+    provider_calls = provider.calls
 
     @agent(name="raw_responses_ping")
     async def ping(ctx: AgentContext) -> str:
-        transport = journal_transport(OPENAI_LIB, OPENAI_LIB.MockTransport(provider), is_async=True)
-        client = openai.AsyncOpenAI(
-            api_key="unused",
-            base_url="http://openai.test/v1",
-            http_client=OPENAI_LIB.AsyncClient(transport=transport),
-        )
+        client = openai_client(provider, is_async=True, api_key="unused")
         response = await client.responses.create(model="gpt-6-luna", input="Ping?")
         return response.output_text
 

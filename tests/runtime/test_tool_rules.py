@@ -7,7 +7,7 @@ import asyncio
 from pyrula.agents import AgentContext, ToolContext, agent, tool
 from pyrula.runtime import answer
 from pyrula.workflows import WorkflowContext, workflow
-from tests.runtime.helpers import ask, async_openai, chat_upstream, drive, new_store, run_to_rest
+from tests.runtime.support import ask, async_openai, chat_upstream, drive, new_store, run_to_rest
 
 PAID: list[int] = []
 

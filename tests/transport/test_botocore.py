@@ -16,7 +16,7 @@ import pytest
 import pyrula
 from pyrula.agents.compat import journaled
 from pyrula.journal import Exchanges, Store
-from tests.compat import bedrock_stub as bs
+from tests.fakes import bedrock_api as bs
 
 MESSAGES = [{"role": "user", "content": [{"text": "Ping?"}]}]
 

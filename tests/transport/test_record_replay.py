@@ -7,20 +7,9 @@ import asyncio
 import pytest
 
 import pyrula
-from tests.providers import (
-    ANTHROPIC_LIB,
-    OPENAI_LIB,
-    Upstream,
-    anthropic_client,
-    anthropic_message,
-    anthropic_sse,
-    ask,
-    chat_completion,
-    chat_sse,
-    json_reply,
-    openai_client,
-    sse_reply,
-)
+from tests.fakes.anthropic_api import anthropic_client, anthropic_message, anthropic_sse
+from tests.fakes.openai_api import chat_completion, chat_sse, openai_client
+from tests.fakes.provider import ANTHROPIC_LIB, OPENAI_LIB, Upstream, ask, json_reply, sse_reply
 
 
 def test_chat_completion_replays_identically_with_no_request(store_path):

@@ -10,16 +10,8 @@ import pytest
 
 import pyrula
 from pyrula.journal import Exchanges, Store
-from tests.providers import (
-    OPENAI_LIB,
-    Upstream,
-    ask,
-    chat_completion,
-    chat_sse,
-    journal_transport,
-    openai_client,
-    sse_reply,
-)
+from tests.fakes.openai_api import chat_completion, chat_sse, openai_client
+from tests.fakes.provider import OPENAI_LIB, Upstream, ask, journal_transport, sse_reply
 
 
 def _recorded(store_path) -> int:

@@ -1,0 +1,132 @@
+"""Shared pieces of the runtime tests: a scripted provider, a journaled OpenAI client, and
+runs driven to rest on a fresh store."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import openai
+
+from pyrula.journal.store import open_store
+from pyrula.runtime import RunHandle, Worker, submit
+from tests.fakes.openai_api import chat_completion, openai_client
+from tests.fakes.provider import OPENAI_LIB, Reply, Upstream, json_reply
+
+ROOT = Path(__file__).parents[2]
+
+
+def chat_upstream(prefix: str = "answer to") -> Upstream:
+    def reply(request: Any) -> Reply:
+        question = json.loads(request.content)["messages"][-1]["content"]
+        return json_reply(chat_completion(f"{prefix} {question}"))
+
+    return Upstream(OPENAI_LIB, reply)
+
+
+def async_openai(upstream: Upstream) -> openai.AsyncOpenAI:
+    return openai_client(upstream, is_async=True, api_key="sk-unused", max_retries=0)
+
+
+def sync_openai(upstream: Upstream) -> openai.OpenAI:
+    return openai_client(upstream, api_key="sk-unused", max_retries=0)
+
+
+async def ask(client: openai.AsyncOpenAI, question: str, **kw: Any) -> str:
+    reply = await client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": question}], **kw
+    )
+    return reply.choices[0].message.content or ""
+
+
+def new_store() -> Any:
+    return open_store(tempfile.mkdtemp(prefix="pyrula-test-"))
+
+
+def drive(store: Any) -> None:
+    """Run every runnable run on `store` in this process until none is left."""
+    asyncio.run(Worker(store, poll_seconds=0.005).run(until_idle=True))
+
+
+def run_to_rest(workflow: Any, *args: Any, store: Any = None, **kwargs: Any) -> RunHandle:
+    store = store or new_store()
+    handle = submit(workflow, *args, store=store, **kwargs)
+    drive(store)
+    return handle
+
+
+def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
+    """Poll `condition` (a file, the store) until it holds; fail naming `what` if it never does."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+class WorkerProcess:
+    """A real `pyrula worker` process; its stderr lines are collected as they are written."""
+
+    def __init__(self, store: Path, *flags: str, module: str = "tests.runtime.worker_app"):
+        command = [sys.executable, "-m", "pyrula.cli.app", "worker", "--import", module]
+        self.process = subprocess.Popen(
+            [*command, "--store", str(store), *flags],
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdin=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._ended = False
+        self._changed = threading.Condition()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._ended = True
+            self._changed.notify_all()
+
+    @property
+    def stderr(self) -> str:
+        with self._changed:
+            return "\n".join(self.lines)
+
+    def wait_for(self, text: str, timeout: float = 60) -> str:
+        """The first stderr line containing `text`, once the worker has written it."""
+        with self._changed:
+            self._changed.wait_for(
+                lambda: self._ended or any(text in line for line in self.lines), timeout
+            )
+            found = [line for line in self.lines if text in line]
+        assert found, f"the worker never wrote {text!r}; its stderr:\n{self.stderr}"
+        return found[0]
+
+    def send(self, signal_number: int) -> None:
+        self.process.send_signal(signal_number)
+
+    def exit_code(self, timeout: float = 120) -> int:
+        """Wait for the worker to exit (and its stderr to be read to the end)."""
+        code = self.process.wait(timeout)
+        self._reader.join(timeout)
+        return code
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
