@@ -167,15 +167,28 @@ def _tool_fields(tool: Any) -> list[str]:
     return [_CAMEL.sub("_", f).lower() for f in fields]
 
 
+def afc_refusal(config: Any) -> str | None:
+    """Why `config.tools` makes the SDK run functions itself (automatic function calling on
+    with a Python function or MCP session among the tools), else None. Refused even inside a
+    step or tool: one call would hide several model requests behind one cap check."""
+    if config is None or afc_disabled(config):
+        return None
+    for tool in _get(config, "tools") or ():
+        if callable(tool) or _is_mcp_session(tool):
+            kind = "an MCP session" if _is_mcp_session(tool) else "a Python function"
+            return f"{kind} in `config.tools`: {RUNS_YOUR_FUNCTION}"
+    return None
+
+
 def tools_refusal(config: Any) -> str | None:
     """Why `config.tools` cannot run in a run, else None."""
+    refusal = afc_refusal(config)
+    if refusal is not None:
+        return refusal
     tools = _get(config, "tools") if config is not None else None
     for tool in tools or ():
         if callable(tool) or _is_mcp_session(tool):
-            if afc_disabled(config):
-                continue  # only declared: the model asks, your code answers
-            kind = "an MCP session" if _is_mcp_session(tool) else "a Python function"
-            return f"{kind} in `config.tools`: {RUNS_YOUR_FUNCTION}"
+            continue  # only declared: the model asks, your code answers
         for field in _tool_fields(tool):
             if field not in ALLOWED_TOOL_FIELDS:
                 return f"a `{field}` tool in `config.tools`: {SERVER_ACTS}"

@@ -33,6 +33,11 @@ def no_refusal(client: Any) -> str | None:
     return None
 
 
+def allowed_in_units(client: Any, path: str, kwargs: dict[str, Any]) -> str | None:
+    """The default `unit_refusal`: inside a step or tool, every generation call is metered."""
+    return None
+
+
 # -- calls outside the run's context -----------------------------------------------------------
 
 _warned: set[type] = set()
@@ -88,6 +93,9 @@ class CallRoute:
     prepare: Callable[[str, dict[str, Any]], dict[str, Any]] = unchanged
     # Why nothing on this client can be journaled in a run (anthropic's middleware), else None.
     refuse_client: Callable[[Any], str | None] = no_refusal
+    # Why a generation call cannot run even inside a step or tool (one call hiding several
+    # model requests behind one cap check: Gemini's automatic function calling), else None.
+    unit_refusal: Callable[[Any, str, dict[str, Any]], str | None] = allowed_in_units
 
 
 def guarded_call(
@@ -114,6 +122,9 @@ def guarded_call(
             # In a step or tool the unit's result is durable: generation calls are metered by
             # the transport, everything else passes through.
             if journaled:
+                refusal = route.unit_refusal(client, path, kwargs)
+                if refusal is not None:
+                    raise UnjournaledSurface(refusal)
                 return route.journaled(fn, args, kwargs, client, path)
             return passed_through(fn, args, kwargs)
         refusal = route.refuse_client(client)

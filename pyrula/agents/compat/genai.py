@@ -23,7 +23,7 @@ import httpx2
 from google.genai import _common
 from google.genai import errors as _errors
 
-from pyrula.agents.compat._genai_surfaces import GENAI, GENERATION, tools_refusal
+from pyrula.agents.compat._genai_surfaces import GENAI, GENERATION, afc_refusal, tools_refusal
 from pyrula.agents.compat._guard import CallRoute, Guard, guarded_call
 from pyrula.agents.compat._http import journal_http_client
 from pyrula.agents.compat._rate_slots import RateCall, blocking_rate_slot, rate_slot
@@ -296,12 +296,20 @@ def _refusal(client: Any, path: str, kwargs: dict[str, Any]) -> str | None:
     return None if refusal is None else f"`{path}` with {refusal}"
 
 
+def _unit_refusal(client: Any, path: str, kwargs: dict[str, Any]) -> str | None:
+    """Inside a step or tool only automatic function calling is refused: it would send several
+    model requests behind one cap check."""
+    refusal = afc_refusal(kwargs.get("config")) if path in GENERATION else None
+    return None if refusal is None else f"`{path}` inside a step or tool with {refusal}"
+
+
 _ROUTE = CallRoute(
     table=GENAI,
     journaled=_journaled_call,
     blocking=lambda client, path: not path.startswith("aio."),
     refusal=_refusal,
     is_resource=lambda value: _is_resource(value),
+    unit_refusal=_unit_refusal,
 )
 
 

@@ -16,7 +16,7 @@ import pydantic
 import pytest
 from google.genai import errors, types
 
-from pyrula.agents import AgentContext, ReplayInputChanged, UnjournaledSurface, agent
+from pyrula.agents import AgentContext, ReplayInputChanged, UnjournaledSurface, agent, tool
 from pyrula.agents.compat import genai
 from pyrula.journal.store import open_store
 from pyrula.runtime.client import answer
@@ -281,6 +281,34 @@ def test_a_tool_that_acts_is_refused_before_sending(config, named, aio):
 
     run_to_rest(body)
     assert stub.seen == [] and len(caught) == 1 and named in str(caught[0])
+
+
+@pytest.mark.parametrize("unit", ["step", "tool"])
+def test_automatic_function_calling_is_refused_inside_a_step_or_tool_too(unit):
+    stub = upstream()
+    caught: list[BaseException] = []
+
+    async def ask_with_afc() -> None:
+        client = make_client(stub)
+        try:
+            await client.aio.models.generate_content(
+                model=MODEL, contents="x", config={"tools": [lookup]}
+            )
+        except UnjournaledSurface as exc:
+            caught.append(exc)
+
+    as_tool = tool(name=f"genai_afc_in_{unit}")(ask_with_afc)
+
+    @agent(name=f"genai_afc_in_{unit}")
+    async def body(ctx: AgentContext) -> None:
+        if unit == "step":
+            await ctx.step("ask", ask_with_afc)
+        else:
+            await as_tool()
+
+    run_to_rest(body)
+    assert stub.seen == [] and len(caught) == 1
+    assert "inside a step or tool" in str(caught[0]) and "a Python function" in str(caught[0])
 
 
 @pytest.mark.parametrize("config", ALLOWED_TOOLS)
