@@ -23,16 +23,8 @@ LIBRARY = ("pyrula", "fingerprints", "proxy")
 MAX_LINES = 500
 LONGER_ALLOWED = {"pyrula/demo/standin.py"}
 
-# Private names still imported across packages, each removed by a section of issue 11 not yet
-# merged here (`transport.core._current` by the `push_session`/`pop_session` change, the
-# journal's encoders by `Exchanges.restore()`). Delete a line once its import is gone.
-NOT_YET: set[tuple[str, str]] = {
-    ("pyrula.runtime.worker", "pyrula.transport.core._current"),
-    ("pyrula.cli._jsonl", "pyrula.journal.exchanges._decode"),
-    ("pyrula.cli._jsonl", "pyrula.journal.exchanges._encode"),
-    ("pyrula.cli._jsonl", "pyrula.journal.exchanges._pack"),
-    ("pyrula.cli._jsonl", "pyrula.journal.exchanges._page_key"),
-}
+# Private names still imported across packages (none: the last went with issue 11's merge).
+NOT_YET: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)

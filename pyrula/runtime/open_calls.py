@@ -1,11 +1,13 @@
 """Model calls still open when an attempt ends: each is metered once, deterministically.
 
 A stream the body never finished (parked or returned while reading it, or dropped without
-`close()`) was sent and paid for. When the attempt ends, before its closing event, each such call
-is metered as `estimated` at its reservation, and its sink is closed: whatever the stream does
-later (read on, closed, collected) writes nothing more. A reply that completes after that, such
-as a sync call left running on a thread, is logged as `model_spend_after_terminal` instead of
-being written after the run's terminal event.
+`close()`) was sent and paid for: its reply had begun. When the attempt ends, before its closing
+event, each such call is metered as `estimated` at its reservation, and its sink is closed:
+whatever the stream does later (read on, closed, collected) writes nothing more. A call whose
+reply had not begun (a sync call still waiting on a thread the body left running) is not
+metered then; if its reply lands later it is logged as `model_spend_after_terminal` instead of
+being written after the run's terminal event. A call that never got a reply at all (refused,
+connection failed) is the call frame's business (`RunSession.end_call`), not this module's.
 """
 
 from __future__ import annotations
@@ -47,8 +49,9 @@ class OpenCalls:
             self._open.clear()
             self.closed = True
         for tracked in still_open:
-            tracked.cut_off = "metered as an estimate" if meter else "not counted"
-            if meter:
+            metered = meter and tracked.begun
+            tracked.cut_off = "metered as an estimate" if metered else "not counted"
+            if metered:
                 tracked.sink.abandon(_NOTHING_ARRIVED)
         return len(still_open)
 
@@ -64,7 +67,7 @@ class OpenCalls:
 class TrackedSink:
     """A `Sink` whose first ending is reported to its `OpenCalls`."""
 
-    __slots__ = ("_calls", "_describe", "cut_off", "sink")
+    __slots__ = ("_calls", "_describe", "begun", "cut_off", "sink")
 
     def __init__(
         self, calls: OpenCalls, sink: Sink, describe: Callable[[Reply], dict[str, object]]
@@ -72,7 +75,12 @@ class TrackedSink:
         self._calls = calls
         self._describe = describe
         self.sink = sink
+        self.begun = False
         self.cut_off: str | None = None  # how the attempt's end settled it, if it did
+
+    def began(self) -> None:
+        self.begun = True
+        self.sink.began()
 
     def complete(self, reply: Reply) -> None:
         if self._calls.first_end(self) or self.cut_off is None:

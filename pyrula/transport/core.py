@@ -35,7 +35,10 @@ class Replay:
 
 
 class Sink(Protocol):
-    """Where a live reply goes as the tee sees it end."""
+    """Where a live reply goes as the tee sees it begin and end."""
+
+    def began(self) -> None:
+        """The reply's head arrived: from now on it is being paid for."""
 
     def complete(self, reply: Reply) -> None:
         """The reply is whole by its provider's rules (and again if bytes follow its end)."""
@@ -55,6 +58,9 @@ class Callbacks:
     on_complete: Callable[[Reply], None]
     on_abandon: Callable[[Reply], None] | None = None
     on_truncated: Callable[[Reply], None] | None = None
+
+    def began(self) -> None:
+        return None
 
     def complete(self, reply: Reply) -> None:
         self.on_complete(reply)
@@ -120,6 +126,7 @@ class Recording:
         started: float,
     ) -> None:
         self._sink = sink
+        sink.began()
         lowered = {k.lower(): v for k, v in headers}
         self._decoder: Decoder | None = decoder_for(lowered.get("content-encoding", ""))
         content_type = lowered.get("content-type", "")

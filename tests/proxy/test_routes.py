@@ -60,7 +60,7 @@ def test_the_longest_prefix_wins_and_a_later_route_replaces_one_of_the_same_name
 
 def test_an_unknown_path_is_refused_unless_a_catch_all_upstream_takes_it():
     routed = RouteTable(DEFAULT_ROUTES)
-    assert routed.resolve(b"/mistral/v1/chat/completions") is None
+    assert routed.resolve(b"/nosuchprovider/v1/chat/completions") is None
     assert routed.resolve(b"/") is None
     catch_all = RouteTable([Route("openai", "https://api.openai.com")], "https://llm.internal/api")
     target = catch_all.resolve(b"/v1/chat/completions")
