@@ -359,7 +359,7 @@ def run_durable(
                 process,
                 stderr,
             )
-            second.returncode = _stop(process, grace=2.0)
+            second.returncode = _stop(process, grace=20.0)  # --until-idle: it exits by itself
             timings["resume"] = time.perf_counter() - started
         except DemoStopped as exc:
             problem = str(exc)
