@@ -41,6 +41,10 @@ def install(*, as_json: bool, quiet: bool) -> logging.Handler:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if as_json else PlainFormatter())
     logger = logging.getLogger(LOGGER)
+    for old in [
+        h for h in logger.handlers if isinstance(h.formatter, PlainFormatter | JsonFormatter)
+    ]:
+        logger.removeHandler(old)  # a second `worker` command in one process replaces the first's
     logger.addHandler(handler)
     logger.setLevel(logging.WARNING if quiet else logging.INFO)
     logger.propagate = False

@@ -49,6 +49,7 @@ KILL_AFTER = 3  # model calls journaled when the first worker is killed
 STEP_SECONDS = 0.3  # the work after each call: the kill lands in it, between two calls
 LEASE_SECONDS = 10.0
 WORKER_POLL_SECONDS = 0.05
+EXIT_SECONDS = 15.0  # for an idle worker to exit by itself
 WAIT_SECONDS = 60.0  # for each worker to get where it is expected (slow imports included)
 
 # What the agent asks, in order; each question also carries the previous step's summary.
@@ -359,7 +360,9 @@ def run_durable(
                 process,
                 stderr,
             )
-            second.returncode = _stop(process, grace=20.0)  # --until-idle: it exits by itself
+            # It exits by itself once idle (under a second, more on a busy machine); SIGTERM is
+            # only the fallback.
+            second.returncode = _stop(process, grace=EXIT_SECONDS)
             timings["resume"] = time.perf_counter() - started
         except DemoStopped as exc:
             problem = str(exc)

@@ -92,6 +92,7 @@ class Worker:
         # The bodies executing now, by run id, and the runs whose attempt the drain cancelled.
         self._bodies: dict[str, asyncio.Future[Any]] = {}
         self._released: set[str] = set()
+        self._cancelling = False  # past the grace period: an attempt not yet begun is released
 
     def stop(self) -> None:
         """Stop claiming and drain; a second call releases the runs in flight at once."""
@@ -174,6 +175,7 @@ class Worker:
         return running
 
     def _cancel_bodies(self) -> None:
+        self._cancelling = True
         for run_id, body in list(self._bodies.items()):
             if body.cancel():
                 self._released.add(run_id)
@@ -197,6 +199,9 @@ class Worker:
         lease = Lease(self.worker_id, int(run.lease["attempt"]))
         started = time.monotonic()
         _log_run("claimed" if lease.attempt == 1 else "resumed", run, lease)
+        if self._cancelling:  # claimed just before the drain ended: hand it straight back
+            self._release(run, lease, started)
+            return
         try:
             definition = lookup(run.name)
         except WorkflowNotRegistered as exc:

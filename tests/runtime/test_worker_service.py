@@ -173,7 +173,7 @@ def test_a_run_of_a_workflow_no_worker_imported_stays_queued_and_is_listed_waiti
     store_path = tmp_path / "store"
     store = Store(store_path)
     journal = RunStore(store)
-    stranger = submit("imported_nowhere", {"order": 7}, store=store)
+    stranger = submit("only_in_other_app", {"order": 7}, store=store)
     known = submit("exactly_once", str(tmp_path / "effects.log"), 3, store=store)
 
     worker = _start(workers, store_path, "--until-idle")
@@ -188,13 +188,22 @@ def test_a_run_of_a_workflow_no_worker_imported_stays_queued_and_is_listed_waiti
     code, out = _runs("ls", "--store", str(store_path))
     assert code == 0, out
     row = next(line for line in out.splitlines() if stranger.id in line)
-    assert "queued" in row and "waiting for a worker that imports 'imported_nowhere'" in row
+    assert "queued" in row and "waiting for a worker that imports 'only_in_other_app'" in row
     code, out = _runs("ls", "--store", str(store_path), "--json")
     listed = {run["id"]: run for run in json.loads(out)}
     assert listed[stranger.id]["status"] == "queued"
-    assert listed[stranger.id]["name"] == "imported_nowhere"
-    assert "imported_nowhere" in listed[stranger.id]["waiting"]
+    assert listed[stranger.id]["name"] == "only_in_other_app"
+    assert "only_in_other_app" in listed[stranger.id]["waiting"]
     assert listed[known.id]["waiting"] is None
+    code, out = _runs("show", stranger.id, "--store", str(store_path))
+    assert code == 0 and "waiting for a worker that imports 'only_in_other_app'" in out
+
+    # A worker that has the workflow takes the run.
+    other = WorkerProcess(store_path, "--until-idle", module="tests.runtime.other_worker_app")
+    workers.append(other)
+    assert other.exit_code() == 0, other.stderr
+    assert journal.get(stranger.id).status == "completed"
+    assert journal.get(stranger.id).result == "shipped 7"
 
 
 def _several_outcomes(tmp_path: Path, store: Store) -> dict[str, Any]:
