@@ -34,7 +34,7 @@ import threading
 from _common import console, parser, rate_table, run_rounds
 
 import pyrula
-from pyrula.runtime.ratelimit import LLMRate
+from pyrula.runtime import LLMRate
 
 HIGH = 1e12  # a minute's allowance no benchmark gets near
 ESTIMATE = 100

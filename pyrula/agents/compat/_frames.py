@@ -1,5 +1,7 @@
-"""Call framing: one SDK-level call takes one journal position, whatever its retries, and its
-outcome (errors included) is what is journaled there and raised again on replay."""
+"""Framing one SDK-level call: `framed()` runs it in a `call_frame` (one journal position, whatever
+its retries; its outcome, errors included, journaled there and raised again on replay) and, when
+it is sent live, in its `rate_limit=` slot. A stream manager's request is framed as it is entered.
+"""
 
 from __future__ import annotations
 
