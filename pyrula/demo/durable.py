@@ -360,8 +360,7 @@ def run_durable(
                 process,
                 stderr,
             )
-            # It exits by itself once idle (under a second, more on a busy machine); SIGTERM is
-            # only the fallback.
+            # It exits by itself once idle; SIGTERM is only the fallback.
             second.returncode = _stop(process, grace=EXIT_SECONDS)
             timings["resume"] = time.perf_counter() - started
         except DemoStopped as exc:
