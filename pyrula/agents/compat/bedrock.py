@@ -23,8 +23,14 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
-import botocore.exceptions
-from botocore.client import BaseClient
+try:
+    import botocore.exceptions
+    from botocore.client import BaseClient
+except ModuleNotFoundError as missing:  # the bedrock extra is not installed
+    raise ImportError(
+        f"the Bedrock drop-in needs boto3 ({missing}); install it with "
+        '`pip install "pyrula[agents,bedrock]"`'
+    ) from missing
 
 from pyrula.agents.compat._frames import framed
 from pyrula.agents.compat._guard import CallRoute, guarded_call

@@ -40,3 +40,13 @@ def test_a_missing_sdk_names_the_extra_to_install():
     assert done.returncode == 1
     assert 'pip install "pyrula[agents,bedrock]"' in done.stderr
     assert "botocore" in done.stderr
+
+
+def test_importing_the_bedrock_module_without_boto3_names_the_extra():
+    done = _python(
+        "import sys\n"
+        "sys.modules['botocore'] = None\n"
+        "import pyrula.agents.compat.bedrock\n"
+    )
+    assert done.returncode == 1
+    assert 'pip install "pyrula[agents,bedrock]"' in done.stderr
