@@ -20,6 +20,7 @@
     │   │   └── WorkflowNotRegistered
     │   ├── RunFailed                    an awaited run failed with an error not rebuilt here
     │   ├── StepFailed                   a journaled error whose own class cannot be rebuilt
+    │   ├── SurfaceUnavailable           also an AttributeError: the SDK release lacks a surface
     │   ├── ToolRefused
     │   ├── VerifyMismatch               also a UserWarning: cassette mode `verify` warns with it
     │   ├── JournalCommandError          `pyrula journal` (the CLI)
@@ -238,6 +239,22 @@ class RunFailed(PyrulaError):
 
 class UnjournaledSurface(PyrulaError):
     """A call inside a run that cannot be journaled; the message names what to use instead."""
+
+
+class SurfaceUnavailable(AttributeError, PyrulaError):
+    """A drop-in was asked for an SDK surface the installed SDK release does not have yet.
+
+    Still an `AttributeError` (the SDK object lacks the attribute), but one that names the
+    installed release and the one that brought the surface."""
+
+    def __init__(self, sdk: str, installed: str, path: str, since: str) -> None:
+        self.sdk, self.installed, self.path, self.since = sdk, installed, path, since
+        needs = f"{sdk} {since} or later" if since else f"a newer {sdk} release"
+        pin = f"'{sdk}>={since}'" if since else sdk
+        super().__init__(
+            f"`{path}` is not in {sdk} {installed}, the release installed here; it needs {needs}: "
+            f"`pip install -U {pin}`"
+        )
 
 
 class ToolRefused(PyrulaError):

@@ -132,4 +132,5 @@ ANTHROPIC = SurfaceTable(
     tool_surfaces=_TOOL_SURFACES,
     tool_allowed=_allowed_tool,
     tool_fix=_SERVER_ACTS,
+    sdk="anthropic",
 )

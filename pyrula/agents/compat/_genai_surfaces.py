@@ -43,7 +43,9 @@ _MODEL_READS = (
 
 def _both(rows: Iterable[Surface]) -> tuple[Surface, ...]:
     return tuple(
-        Surface(f"{side}{row.path}", row.verdict, row.fix) for side in _SIDES for row in rows
+        Surface(f"{side}{row.path}", row.verdict, row.fix, row.since)
+        for side in _SIDES
+        for row in rows
     )
 
 
@@ -73,9 +75,10 @@ SURFACES: tuple[Surface, ...] = (
             Surface("auth_tokens", P),
             # -- refused: each would call the provider live again on every replay ---------------
             *(Surface(f"models.{name}", R, f"{_USE_GENERATE}, {_IN_A_UNIT}") for name in _MEDIA),
-            Surface("interactions", R, _NEXTGEN),
-            Surface("agents", R, _NEXTGEN),
-            Surface("triggers", R, _NEXTGEN),
+            # Released after the 1.46 floor (the first release that has each).
+            Surface("interactions", R, _NEXTGEN, since="1.55.0"),
+            Surface("agents", R, _NEXTGEN, since="2.4.0"),
+            Surface("triggers", R, _NEXTGEN, since="2.12.0"),
         )
     ),
     _LIVE,
@@ -195,4 +198,4 @@ def tools_refusal(config: Any) -> str | None:
     return None
 
 
-GENAI = SurfaceTable(rows=SURFACES, unlisted=UNLISTED)
+GENAI = SurfaceTable(rows=SURFACES, unlisted=UNLISTED, sdk="google-genai")

@@ -159,12 +159,18 @@ class Guard:
         self._pyrula_client = client
 
     def __getattr__(self, name: str) -> Any:
-        value = getattr(self._pyrula_target, name)
-        if name.startswith("_"):
-            return value
         path = f"{self._pyrula_path}.{name}"
         client = self._pyrula_client
         route: CallRoute = client._pyrula_route
+        try:
+            value = getattr(self._pyrula_target, name)
+        except AttributeError:
+            missing = None if name.startswith("_") else route.table.unavailable(path)
+            if missing is None:
+                raise
+            raise missing from None
+        if name.startswith("_"):
+            return value
         if route.is_resource(value):
             return type(self)(value, path, client)
         if callable(value):
@@ -182,3 +188,13 @@ class Guard:
 
     def __repr__(self) -> str:
         return f"<journaled {self._pyrula_path}: {self._pyrula_target!r}>"
+
+
+def missing_surface(client: Any, name: str) -> AttributeError:
+    """What a drop-in client raises for an attribute it lacks: `SurfaceUnavailable` when its
+    table lists the surface (an SDK release older than the one that brought it)."""
+    route: CallRoute | None = getattr(type(client), "_pyrula_route", None)
+    missing = None if route is None or name.startswith("_") else route.table.unavailable(name)
+    if missing is not None:
+        return missing
+    return AttributeError(f"{type(client).__name__!r} object has no attribute {name!r}")

@@ -36,7 +36,7 @@ SURFACES: tuple[Surface, ...] = (
     Surface("models", P),
     Surface("responses.delete", P),
     Surface("responses.input_items", P),
-    Surface("responses.input_tokens", P),
+    Surface("responses.input_tokens", P, since="2.6.0"),
     Surface("beta.assistants", P),
     # stored chat completions: reads and metadata edits, nothing is generated
     Surface("chat.completions.list", P),
@@ -55,8 +55,8 @@ SURFACES: tuple[Surface, ...] = (
     Surface("beta.threads", R, "use `responses.create` (chain with `previous_response_id`)"),
     Surface("responses.retrieve", R, "keep the `Response` that `responses.create` returned"),
     Surface("responses.cancel", R, "do not start background responses inside a run"),
-    Surface("responses.compact", R, "send the input you want with `responses.create`"),
-    Surface("responses.connect", R, "use `responses.create(stream=True)`"),
+    Surface("responses.compact", R, "send the input you want with `responses.create`", "2.9.0"),
+    Surface("responses.connect", R, "use `responses.create(stream=True)`", "2.22.0"),
     Surface("with_raw_response", R, _USE_CREATE),
     Surface("with_streaming_response", R, _USE_CREATE),
     Surface("chat.with_raw_response", R, _USE_CREATE),
@@ -159,4 +159,5 @@ OPENAI = SurfaceTable(
     tool_surfaces=TOOL_SURFACES,
     tool_allowed=_allowed_tool,
     tool_fix=TOOL_FIX,
+    sdk="openai",
 )

@@ -18,7 +18,7 @@ import httpx
 import httpx2
 
 from pyrula.agents.compat._frames import framed
-from pyrula.agents.compat._guard import CallRoute, Guard, no_refusal, unchanged
+from pyrula.agents.compat._guard import CallRoute, Guard, missing_surface, no_refusal, unchanged
 from pyrula.agents.compat._http import journal_http_client
 from pyrula.agents.compat._rate_slots import RateCall
 from pyrula.agents.compat._surfaces import SurfaceTable
@@ -266,6 +266,10 @@ def _journaling_copy(copy: Callable[..., Any]) -> Callable[..., Any]:
     return copied
 
 
+def _missing_surface(self: Any, name: str) -> Any:
+    raise missing_surface(self, name)
+
+
 def drop_in(provider: Provider) -> Callable[[C], C]:
     """Make a subclass of an SDK client journal inside a run.
 
@@ -282,6 +286,8 @@ def drop_in(provider: Provider) -> Callable[[C], C]:
         cls.request = _pages_bypass(cls.request, page)  # type: ignore[attr-defined]
         cls._pyrula_provider = provider  # type: ignore[attr-defined]
         cls._pyrula_route = provider.route  # type: ignore[attr-defined]
+        if "__getattr__" not in vars(cls):
+            cls.__getattr__ = _missing_surface  # type: ignore[attr-defined]
         cls._pyrula_journaled = True  # type: ignore[attr-defined]
         return cls
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
+from importlib import metadata
 from typing import Any
+
+from pyrula.errors import SurfaceUnavailable
 
 
 class Verdict(Enum):
@@ -28,6 +31,7 @@ class Surface:
     path: str
     verdict: Verdict
     fix: str = ""
+    since: str = ""  # the first SDK release that has it, where that is after the supported floor
 
 
 def any_value(value: Any) -> bool:
@@ -64,6 +68,7 @@ class SurfaceTable:
     # Whether a `tools=` entry of this `type` (None when it has none) may run in a run.
     tool_allowed: Callable[[str | None, Any], bool] = _no_tool_rule
     tool_fix: str = ""
+    sdk: str = ""  # the distribution whose release `Surface.since` names
     _by_path: dict[str, Surface] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -81,3 +86,24 @@ class SurfaceTable:
             if default is not None:
                 return default
         return self.unlisted[""]
+
+    def unavailable(self, path: str) -> SurfaceUnavailable | None:
+        """The error for `path` when the installed SDK has no such attribute but the table lists
+        it (or surfaces under it): a release older than the one that brought it. None when the
+        table does not know the path (a plain typo keeps Python's own AttributeError)."""
+        covered = [r for r in self.rows if r.path == path or r.path.startswith(f"{path}.")]
+        if not covered or not self.sdk:
+            return None
+        since = min((r.since for r in covered if r.since), key=_release, default="")
+        return SurfaceUnavailable(self.sdk, _installed(self.sdk), path, since)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".") if part.isdigit())
+
+
+def _installed(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "unknown"

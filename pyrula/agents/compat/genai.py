@@ -24,7 +24,7 @@ from google.genai import _common
 from google.genai import errors as _errors
 
 from pyrula.agents.compat._genai_surfaces import GENAI, GENERATION, afc_refusal, tools_refusal
-from pyrula.agents.compat._guard import CallRoute, Guard, guarded_call
+from pyrula.agents.compat._guard import CallRoute, Guard, guarded_call, missing_surface
 from pyrula.agents.compat._http import journal_http_client
 from pyrula.agents.compat._rate_slots import RateCall, blocking_rate_slot, rate_slot
 from pyrula.agents.compat._registry import register_converter
@@ -372,6 +372,9 @@ class Client(google.genai.Client):
         super().__init__(*args, **kwargs)
         self._pyrula_rate = rate_limit
         _install_transports(self)
+
+    def __getattr__(self, name: str) -> Any:
+        raise missing_surface(self, name)
 
 
 # -- converting a built client -------------------------------------------------------------------

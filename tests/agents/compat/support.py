@@ -4,23 +4,44 @@ thread of a parked run."""
 
 from __future__ import annotations
 
+import functools
 import inspect
+import re
 from collections.abc import Awaitable, Callable
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pydantic
+import pytest
 
 from pyrula.agents import AgentContext, UnjournaledSurface, agent
+from pyrula.agents.compat._surfaces import SurfaceTable
 from pyrula.agents.compat.anthropic import Anthropic, AsyncAnthropic
 from pyrula.agents.compat.bedrock import journaled_bedrock
 from pyrula.agents.compat.openai import AsyncOpenAI, OpenAI
+from pyrula.errors import SurfaceUnavailable
 from pyrula.runtime import answer
 from tests.fakes import bedrock_api as bs
 from tests.fakes.anthropic_api import anthropic_client
 from tests.fakes.openai_api import openai_client
 from tests.fakes.provider import Upstream
 from tests.runtime.support import drive, new_store, run_to_rest
+
+
+def arrives_later(table: SurfaceTable, path: str) -> str:
+    """The release that brought `path` when the installed SDK is older than it, else ""."""
+    since = table.classify(path).since
+    if not since:
+        return ""
+    installed = tuple(int(p) for p in metadata.version(table.sdk).split(".")[:3] if p.isdigit())
+    return since if installed < tuple(int(p) for p in since.split(".")) else ""
+
+
+def assert_unavailable(client: Any, call: str, since: str) -> None:
+    """Reaching `client.<call>` on an SDK release older than `since` names the release to get."""
+    with pytest.raises(SurfaceUnavailable, match=rf"needs .* {re.escape(since)} or later"):
+        functools.reduce(getattr, call.split("."), client)
 
 
 async def invoke(client: Any, call: str, kwargs: dict[str, Any]) -> Any:

@@ -7,7 +7,16 @@ from typing import Any
 import pytest
 
 from pyrula.agents.compat._openai_surfaces import OPENAI, SURFACES
-from tests.agents.compat.support import CHAT, RESP, Answer, check_row, invoke, openai_dropin  # noqa: F401
+from tests.agents.compat.support import (  # noqa: F401
+    CHAT,
+    RESP,
+    Answer,
+    arrives_later,
+    assert_unavailable,
+    check_row,
+    invoke,
+    openai_dropin,
+)
 from tests.fakes.openai_api import upstream
 
 # The spec's table, typed out independently of `_surfaces.SURFACES`.
@@ -118,6 +127,10 @@ def test_surface_row_in_a_run(path):
     verdict = EXPECTED[path]
     assert OPENAI.classify(path).verdict.value == verdict
     stub = upstream()
+    since = arrives_later(OPENAI, path)
+    if since:  # the installed openai predates this surface: the drop-in names the release
+        assert_unavailable(openai_dropin(stub), CALLS[path][0], since)
+        return
     after = {**CHAT, "model": "gpt-after"}
     follow_up = ("chat.completions.create", after, "POST /chat/completions")
     check_row(verdict, path, CALLS[path], lambda: openai_dropin(stub), stub.seen, follow_up)
