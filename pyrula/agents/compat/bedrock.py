@@ -18,6 +18,7 @@ run and a cassette every call passes through untouched.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
@@ -58,7 +59,7 @@ TABLE = SurfaceTable(
         Surface("converse", J),
         Surface("converse_stream", J),
         # Not generation (or not billed as one): a resume sends them again.
-        Surface("count_tokens", P),
+        Surface("count_tokens", P, since="1.40.14"),
         Surface("apply_guardrail", P),
         Surface("get_async_invoke", P),
         Surface("list_async_invokes", P),
@@ -74,7 +75,16 @@ TABLE = SurfaceTable(
             f"this boto3 release has it but the drop-in has not classified it yet; {_USE_CONVERSE}",
         )
     },
+    sdk="boto3",
 )
+
+def _missing_operation(name: str, **kwargs: Any) -> None:
+    """botocore's `getattr` event, for an operation the table lists but this botocore release
+    predates: `SurfaceUnavailable` names the release that brought it."""
+    missing = TABLE.unavailable(name)
+    if missing is not None:
+        raise missing
+
 
 # `toolConfig.tools` entries: your own tools, and the one server tool that only reads.
 _CLIENT_TOOL_KINDS = frozenset({"toolSpec", "cachePoint"})
@@ -117,6 +127,11 @@ def journaled_bedrock(client: T, *, rate_limit: LLMRate | None = None) -> T:
         method = getattr(client, name, None)  # botocore models some it builds no method for
         if method is not None:
             setattr(client, name, guarded_call(method, name, client, _ROUTE))
+    # An operation this botocore release predates: botocore asks its `getattr` event first.
+    for row in TABLE.rows:
+        client.meta.events.register(
+            f"getattr.{SERVICE}.{row.path}", functools.partial(_missing_operation, row.path)
+        )
     # Inside a run only a guarded call journals, and its error replies are not teed: the call's
     # outcome is what `_Outcomes` journals once botocore gives up. In a cassette every send is.
     hook = BotocoreHook(
