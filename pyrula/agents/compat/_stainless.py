@@ -170,8 +170,13 @@ class _StainlessOutcomes:
 def _is_resource(value: Any, sdk: str) -> bool:
     # Resources and their `with_raw_response` / `with_streaming_response` views; the cloud
     # clients (anthropic's Bedrock, Vertex) keep theirs under `<sdk>.lib`.
+    # Older releases (anthropic 0.47) assign the raw- and streaming-response views in
+    # `__init__`, as classes of `<sdk>._client`.
     module = type(value).__module__
-    return module.startswith((f"{sdk}.resources", f"{sdk}.lib")) and not callable(value)
+    views = module == f"{sdk}._client" and type(value).__name__.endswith(
+        ("WithRawResponse", "WithStreamedResponse")
+    )
+    return (module.startswith((f"{sdk}.resources", f"{sdk}.lib")) or views) and not callable(value)
 
 
 def _guarded_resource(name: str, build: Callable[[Any], Any]) -> functools.cached_property[Any]:
