@@ -1,39 +1,126 @@
-"""Test legs: the suite runs once per HTTP stack the SDKs use (SDK-FACTS.md)."""
+"""CI legs. Each installs exactly the versions pinned in `constraints/<leg>.txt` (made by
+`nox -s lock`), so a leg is reproducible and an upstream release arrives as a deliberate bump.
+
+- `tests(stack=...)`: the whole suite, once per HTTP stack the SDKs use (SDK-FACTS.md), on the
+  newest releases of each SDK's major line when the constraints were last made.
+- `compat(versions=...)`: the drop-ins' tests (tests/agents/compat: conformance, surfaces,
+  instructor) on every floor, locked and dedicated version the spec's table names.
+"""
 
 from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "compat"]
 nox.options.reuse_existing_virtualenvs = True
+nox.options.default_venv_backend = "uv|virtualenv"
 
-# httpx2: openai 3.x, anthropic 2.x and google-genai 3.x. httpx: openai 2.x, anthropic 0.x and
-# google-genai 1.x/2.x. instructor caps jiter below what openai 3.x needs, so it is tested on the
-# httpx leg only (SDK-FACTS.md).
-_BOTH = ["boto3>=1.38,<2"]
-STACKS = {
-    "httpx2": ["openai>=3.41,<4", "anthropic>=2.3,<3", "google-genai>=3,<4", *_BOTH],
+# What each leg asks for; `nox -s lock` resolves it into constraints/<leg>.txt. instructor caps
+# jiter below what openai 3.4+ needs, so it runs on openai 2.x and on 3.3.0 (SDK-FACTS.md).
+_INSTRUCTOR = ["instructor==1.17.0", "jsonref>=1,<2"]  # jsonref: instructor's genai mode
+LEGS: dict[str, list[str]] = {
+    # The whole suite, newest of each major line.
+    "httpx2": ["openai>=3.41,<4", "anthropic>=2.3,<3", "google-genai>=3,<4", "boto3>=1.38,<2"],
     "httpx": [
         "openai>=2.2,<3",
         "anthropic>=0.47,<1",
         "google-genai>=1.46,<3",
-        "instructor>=1.17,<2",
-        "jsonref>=1,<2",  # instructor's google-genai mode imports it
-        *_BOTH,
+        "boto3>=1.38,<2",
+        *_INSTRUCTOR,
+    ],
+    # The drop-ins' tests on the spec's table of tested versions.
+    "floors": [
+        "openai==2.2.0",
+        "anthropic==0.47.0",
+        "google-genai==1.46.0",
+        "boto3==1.38.0",
+        *_INSTRUCTOR,
+    ],
+    "locked": [
+        "openai==2.41.0",
+        "anthropic==0.106.0",
+        "google-genai==2.34.0",
+        "boto3==1.43.24",
+        *_INSTRUCTOR,
+    ],
+    "dedicated": ["openai==3.41.0", "anthropic==2.3.0", "google-genai>=3,<4", "boto3==1.43.24"],
+    "instructor-openai3": [
+        "openai==3.3.0",
+        "anthropic==2.3.0",
+        "google-genai>=3,<4",
+        "boto3==1.43.24",
+        *_INSTRUCTOR,
     ],
 }
+# Which leg's requests go over `httpx2` (openai 3.x, anthropic 2.x) or `httpx` (2.x, 0.x).
+STACK_OF = {
+    "httpx2": "httpx2",
+    "httpx": "httpx",
+    "floors": "httpx",
+    "locked": "httpx",
+    "dedicated": "httpx2",
+    "instructor-openai3": "httpx2",
+}
+COMPAT_LEGS = ["floors", "locked", "dedicated", "instructor-openai3"]
+
+
+def _install(session: nox.Session, leg: str, *extras: str) -> None:
+    extra = ",".join(("dev", *extras))
+    session.install("-e", f".[{extra}]", *LEGS[leg], "-c", f"constraints/{leg}.txt")
+    session.run("python", "-c", _VERSIONS, leg)
+
+
+# Printed by each leg: the exact versions it runs (CI's log is the record of what was tested).
+_VERSIONS = (
+    "import sys; from importlib import metadata as m\n"
+    "names = ('openai', 'anthropic', 'google-genai', 'boto3', 'instructor', 'httpx', 'httpx2')\n"
+    "have = {d.metadata['Name'].lower(): d.version for d in m.distributions()}\n"
+    "print(f'leg {sys.argv[1]}: ' + ', '.join(f'{n} {have[n]}' for n in names if n in have))"
+)
 
 
 @nox.session
-@nox.parametrize("stack", list(STACKS))
+@nox.parametrize("stack", ["httpx2", "httpx"])
 def tests(session: nox.Session, stack: str) -> None:
-    session.install("-e", ".[dev]", *STACKS[stack])
+    _install(session, stack)
     session.run("pytest", "-n", "2", "-q", *session.posargs, env={"PYRULA_TEST_STACK": stack})
+
+
+@nox.session
+@nox.parametrize("versions", COMPAT_LEGS)
+def compat(session: nox.Session, versions: str) -> None:
+    _install(session, versions)
+    session.run(
+        "pytest",
+        "-n",
+        "2",
+        "-q",
+        "tests/agents/compat",
+        *session.posargs,
+        env={"PYRULA_TEST_STACK": STACK_OF[versions]},
+    )
 
 
 @nox.session
 def lint(session: nox.Session) -> None:
     # mypy checks the Gemini drop-in against google-genai's own types.
-    session.install("-e", ".[dev,gemini]")
+    session.install("-e", ".[dev,gemini]", *LEGS["httpx2"], "-c", "constraints/httpx2.txt")
     session.run("ruff", "check", ".")
     session.run("mypy", "pyrula", "fingerprints", "proxy")
+
+
+@nox.session(venv_backend="uv")
+def lock(session: nox.Session) -> None:
+    """Resolve every leg into constraints/<leg>.txt (run it to bump a pin, then commit)."""
+    session.install("uv")
+    for leg, wanted in LEGS.items():
+        source = f"constraints/{leg}.in"
+        with open(source, "w") as out:
+            out.write("-e .[dev,gemini]\n" + "".join(f"{w}\n" for w in wanted))
+        target = f"constraints/{leg}.txt"
+        session.run("uv", "pip", "compile", "-q", "--no-header", source, "-o", target)
+        with open(target) as pinned:
+            lines = [line for line in pinned if not line.startswith(("-e ", "    # via -e"))]
+        with open(target, "w") as pinned_out:
+            pinned_out.write(f"# `nox -s lock` resolved {source}; do not edit by hand\n")
+            pinned_out.writelines(lines)

@@ -82,6 +82,11 @@ def _install_transports(client: google.genai.Client) -> None:
         async_client = api._async_httpx_client = cls(**{**args, "transport": transport})
     journal_http_client(async_client, _SDK)
     options.httpx_async_client = async_client
+    if api._use_aiohttp():
+        # google-genai before 1.5x asks only `async_client_args` whether to send through aiohttp
+        # (when it is installed): name the journaled transport there too.
+        transport = async_client._transport
+        options.async_client_args = {**(options.async_client_args or {}), "transport": transport}
     for http, hook in ((api._httpx_client, _opened), (async_client, _opened_async)):
         hooks = http.event_hooks
         if hook not in hooks["response"]:
