@@ -1,0 +1,6 @@
+"""Native agents: the tool-calling loop over Pyrula's own model clients, durable by position."""
+
+from pyrula.agents.native.agent import Agent, NativeContext, agent, stream_to
+from pyrula.agents.native.loop import LoopSpec, Toolbox, run_loop
+
+__all__ = ["Agent", "LoopSpec", "NativeContext", "Toolbox", "agent", "run_loop", "stream_to"]
