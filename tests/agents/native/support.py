@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 import pydantic
@@ -48,6 +49,8 @@ def effects_log() -> str:
 
 
 def _effect(ctx: ToolContext, line: str) -> None:
+    # A tool that takes a moment, so a SIGKILL can land inside it.
+    time.sleep(float(os.environ.get("NATIVE_TOOL_SECONDS", "0")))
     with open(effects_log(), "a") as log:
         log.write(f"{ctx.tool_call_id} {line}\n")
         log.flush()
