@@ -303,3 +303,8 @@ class NotYetSupported(PyrulaError):
 
 class MaxTurnsExceeded(PyrulaError):
     """A native agent used its `max_turns` model turns without reaching a final answer."""
+
+
+class MCPToolError(PyrulaError):
+    """An MCP tool answered with an error (`isError`); journaled as the tool's outcome and
+    raised again as this class on a replay."""

@@ -1,7 +1,14 @@
 """Durable agents: `@agent` bodies with spend caps, `@tool`s, and the errors they raise."""
 
 from pyrula.agents.llm import AnthropicLLM, BedrockLLM, GeminiLLM, OpenAILLM
-from pyrula.agents.native import Agent, NativeContext, agent, stream_to
+from pyrula.agents.native import (
+    Agent,
+    MCPServerHTTP,
+    MCPServerStdio,
+    NativeContext,
+    agent,
+    stream_to,
+)
 from pyrula.errors import (
     BudgetExceeded,
     DurableInvocationCancelled,
@@ -22,6 +29,8 @@ __all__ = [
     "DurableInvocationCancelled",
     "GeminiLLM",
     "LLMRate",
+    "MCPServerHTTP",
+    "MCPServerStdio",
     "NativeContext",
     "OpenAILLM",
     "ProviderStreamTruncated",

@@ -2,5 +2,16 @@
 
 from pyrula.agents.native.agent import Agent, NativeContext, agent, stream_to
 from pyrula.agents.native.loop import LoopSpec, Toolbox, run_loop
+from pyrula.agents.native.mcp import MCPServerHTTP, MCPServerStdio
 
-__all__ = ["Agent", "LoopSpec", "NativeContext", "Toolbox", "agent", "run_loop", "stream_to"]
+__all__ = [
+    "Agent",
+    "LoopSpec",
+    "MCPServerHTTP",
+    "MCPServerStdio",
+    "NativeContext",
+    "Toolbox",
+    "agent",
+    "run_loop",
+    "stream_to",
+]

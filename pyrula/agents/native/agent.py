@@ -14,21 +14,12 @@ from typing import Any, TypeVar, overload
 from pyrula.agents.llm.client import LLM, DeltaHandler
 from pyrula.agents.llm.messages import Message
 from pyrula.agents.native.loop import LoopSpec, Toolbox, run_loop
-from pyrula.errors import NotYetSupported
-from pyrula.runtime import AgentContext, AgentLimits, Definition
+from pyrula.runtime import AgentContext, AgentLimits, Definition, ToolDefinition
 from pyrula.runtime import agent as _runtime_agent
 
 R = TypeVar("R")
 
 _HANDLERS: dict[str, DeltaHandler] = {}
-
-
-def _no_mcp(mcp_servers: Sequence[Any] | None) -> None:
-    if mcp_servers:
-        raise NotYetSupported(
-            "mcp_servers= is not supported yet (issue #13): wrap each MCP tool you need in a "
-            "@tool that calls the server with the mcp SDK, and pass those in tools="
-        )
 
 
 def stream_to(agent_name: str, handler: DeltaHandler | None) -> None:
@@ -78,9 +69,17 @@ class NativeContext:
                 output_type,
                 spec.max_turns,
                 spec.output_retries,
+                spec.mcp_servers,
             )
         handler = on_delta or _HANDLERS.get(self._name)
         return await run_loop(self._ctx, spec, prompt, on_delta=handler)
+
+    async def mcp_tools(self) -> list[ToolDefinition[..., Any]]:
+        """The tools of the agent's `mcp_servers`, as `@tool`s to call directly
+        (`await tool(city="Oslo")`); their `tools/list` is journaled."""
+        from pyrula.agents.native.mcp import mcp_tools
+
+        return [definition for definition, _ in await mcp_tools(self._ctx, self._spec.mcp_servers)]
 
     async def run_agent(self, sub: Definition[..., Any], prompt: str, **kwargs: Any) -> Any:
         """Run `sub` as a child run (its own journal and limits; cancelled with this run)."""
@@ -110,9 +109,14 @@ class Agent(Definition[..., Any]):
         description: str | None = None,
         mcp_servers: Sequence[Any] | None = None,
     ) -> None:
-        _no_mcp(mcp_servers)
         spec = LoopSpec(
-            model, instructions, Toolbox.of(tools), output_type, max_turns, output_retries
+            model,
+            instructions,
+            Toolbox.of(tools),
+            output_type,
+            max_turns,
+            output_retries,
+            tuple(mcp_servers or ()),
         )
 
         async def body(ctx: AgentContext, prompt: str) -> Any:
@@ -156,13 +160,14 @@ def agent(
 ) -> Any:
     """`pyrula.runtime.agent`, and with `model=` the body's context is a `NativeContext`
     (`ctx.llm`, `ctx.run_loop`, `ctx.run_agent`)."""
-    _no_mcp(mcp_servers)
     if model is None:
-        if tools:
-            raise TypeError("@agent(tools=...) needs model= too: the tools are the model's")
+        if tools or mcp_servers:
+            raise TypeError("@agent(tools=, mcp_servers=) needs model= too: they are the model's")
         plain = _runtime_agent(name=name, limits=limits)
         return plain(fn) if fn is not None else plain
-    spec = LoopSpec(model, instructions, Toolbox.of(tools), None, max_turns)
+    spec = LoopSpec(
+        model, instructions, Toolbox.of(tools), None, max_turns, 2, tuple(mcp_servers or ())
+    )
 
     def build(f: Callable[..., Awaitable[Any]]) -> Definition[..., Any]:
         agent_name = name or f.__name__

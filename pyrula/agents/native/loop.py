@@ -53,6 +53,14 @@ class Toolbox:
             )
         return box
 
+    def with_tools(self, found: Sequence[tuple[ToolDefinition[..., Any], ToolSpec]]) -> Toolbox:
+        """This toolbox and `found` (tools with the specs the model sees, MCP's say)."""
+        box = Toolbox(dict(self.tools), dict(self.agents), list(self.specs))
+        for definition, spec in found:
+            box.tools[definition.name] = definition
+            box.specs.append(spec)
+        return box
+
 
 @dataclass
 class LoopSpec:
@@ -64,6 +72,7 @@ class LoopSpec:
     output_type: Any = None
     max_turns: int = 10
     output_retries: int = 2
+    mcp_servers: Sequence[Any] = ()
 
 
 async def _call_tool(ctx: WorkflowContext, box: Toolbox, call: ToolCall) -> ToolResult:
@@ -111,6 +120,10 @@ async def run_loop(
         else None
     )
     box = spec.toolbox
+    if spec.mcp_servers:
+        from pyrula.agents.native.mcp import mcp_tools
+
+        box = box.with_tools(await mcp_tools(ctx, spec.mcp_servers))
     re_asks = 0
     for turn in range(spec.max_turns):
         reply = await spec.model.complete(
