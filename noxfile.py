@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "mcp"]
 nox.options.reuse_existing_virtualenvs = True
 
 # httpx2: openai 3.x, anthropic 2.x and google-genai 3.x. httpx: openai 2.x, anthropic 0.x and
@@ -34,6 +34,19 @@ def tests(session: nox.Session, stack: str) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     # mypy checks the Gemini drop-in against google-genai's own types.
-    session.install("-e", ".[dev,gemini]")
+    session.install("-e", ".[dev,gemini,mcp]")
     session.run("ruff", "check", ".")
     session.run("mypy", "pyrula", "fingerprints", "proxy")
+
+
+# The native agents' MCP tools on each major line of the `mcp` SDK (issue 13).
+MCP = {"1": "mcp>=1.24,<1.31", "2": "mcp>=2.3,<2.4"}
+
+
+@nox.session
+@nox.parametrize("line", list(MCP))
+def mcp(session: nox.Session, line: str) -> None:
+    session.install("-e", ".[dev]", MCP[line], *STACKS["httpx2"])
+    session.run(
+        "pytest", "-q", "tests/agents/native/test_mcp.py", env={"PYRULA_TEST_STACK": "httpx2"}
+    )
