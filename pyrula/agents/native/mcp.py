@@ -102,17 +102,24 @@ async def list_tools(server: MCPServer) -> list[dict[str, Any]]:
         {
             "name": t.name,
             "description": t.description or t.name,
-            "input_schema": dict(t.inputSchema or {"type": "object", "properties": {}}),
+            "input_schema": dict(
+                _field(t, "input_schema", "inputSchema") or {"type": "object", "properties": {}}
+            ),
         }
         for t in listed.tools
     ]
 
 
+def _field(value: Any, name: str, camel: str) -> Any:
+    """A field of an SDK type: snake_case in mcp 2.x, camelCase in 1.x."""
+    return getattr(value, name, None) if hasattr(value, name) else getattr(value, camel, None)
+
+
 def _result(result: Any, name: str) -> Any:
     texts = [getattr(c, "text", "") for c in result.content if getattr(c, "type", "") == "text"]
-    if result.isError:
+    if _field(result, "is_error", "isError"):
         raise MCPToolError(f"MCP tool {name!r} failed: {' '.join(texts)}")
-    structured = getattr(result, "structuredContent", None)
+    structured = _field(result, "structured_content", "structuredContent")
     if structured is not None:
         return structured
     return texts[0] if len(texts) == 1 else texts

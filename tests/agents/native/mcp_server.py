@@ -7,10 +7,17 @@ from __future__ import annotations
 import os
 import sys
 
-from mcp.server.fastmcp import FastMCP
-
 port = int(sys.argv[2]) if len(sys.argv) > 2 else 8000
-server = FastMCP("weather", host="127.0.0.1", port=port, log_level="WARNING")
+try:  # mcp 1.x
+    from mcp.server.fastmcp import FastMCP
+
+    server = FastMCP("weather", host="127.0.0.1", port=port, log_level="WARNING")
+    HTTP: dict[str, object] = {}
+except ImportError:  # mcp 2.x renamed it, and takes the address when it runs
+    from mcp.server.mcpserver import MCPServer
+
+    server = MCPServer("weather", log_level="WARNING")
+    HTTP = {"host": "127.0.0.1", "port": port}
 
 
 @server.tool()
@@ -28,4 +35,7 @@ def broken(city: str) -> str:
 
 
 if __name__ == "__main__":
-    server.run(transport="streamable-http" if sys.argv[1:2] == ["http"] else "stdio")
+    if sys.argv[1:2] == ["http"]:
+        server.run(transport="streamable-http", **HTTP)
+    else:
+        server.run(transport="stdio")
