@@ -56,6 +56,7 @@ class AnthropicLLM(LLM):
     Structured output is a forced tool call (`tool_choice: {"type": "tool"}`)."""
 
     surface = surfaces.ANTHROPIC_MESSAGES
+    rate_key = "anthropic"
     env_key = "ANTHROPIC_API_KEY"
     default_base_url = "https://api.anthropic.com"
     native_output = False

@@ -77,6 +77,7 @@ class BedrockLLM(LLM):
     Structured output is a forced tool call."""
 
     surface = surfaces.BEDROCK_CONVERSE
+    rate_key = "bedrock"
     env_key = "AWS_BEARER_TOKEN_BEDROCK"
     native_output = False
 

@@ -20,7 +20,7 @@ import httpx2
 from pyrula.agents.llm.messages import Delta, Message, ModelReply, OutputSpec, ToolSpec, Usage
 from pyrula.errors import ModelHTTPError
 from pyrula.replies import rules_for
-from pyrula.runtime.calls import ReplayedFailure, call_frame, replays
+from pyrula.runtime.calls import LLMRate, ReplayedFailure, call_frame, estimate_tokens, replays
 from pyrula.transport.adapters import AsyncHttpx2Transport
 from pyrula.transport.framing import SSEDecoder
 
@@ -75,6 +75,7 @@ class LLM:
     the call's one journal position), `transport=` (the httpx2 transport that really sends)."""
 
     surface = ""
+    rate_key = ""  # the provider's default `LLMRate` queue, shared with its drop-in
     env_key = ""
     default_base_url = ""
     # Whether structured output uses the provider's own mode (else a forced tool call).
@@ -90,6 +91,7 @@ class LLM:
         max_retries: int = 2,
         timeout: float = 120.0,
         transport: httpx2.AsyncBaseTransport | None = None,
+        rate_limit: LLMRate | None = None,
     ) -> None:
         self.model = model
         self._api_key = api_key
@@ -99,6 +101,7 @@ class LLM:
         self._timeout = timeout
         self._inner = transport
         self._clients: dict[int, httpx2.AsyncClient] = {}
+        self.rate_limit = rate_limit
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model!r})"
@@ -192,32 +195,45 @@ class LLM:
         content = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
         with call_frame(OUTCOMES) as frame:
             live = not replays(frame)
-            for tries in range(self.max_retries + 1):
-                request = httpx2.Request(
-                    "POST",
-                    self.url(stream=stream),
-                    headers={"content-type": "application/json", **self.headers()},
-                    content=content,
+            if self.rate_limit is None or not live:
+                return await self._send(content, stream, on_delta if live else None)
+            estimate = estimate_tokens(len(content), body)
+            async with self.rate_limit.slot(self.rate_key, estimate) as slot:
+                reply = await self._send(content, stream, on_delta)
+                if not stream:
+                    slot.settle(reply.usage.total_tokens)
+                return reply
+
+    async def _send(
+        self, content: bytes, stream: bool, on_delta: DeltaHandler | None
+    ) -> ModelReply:
+        """Send the turn (retrying 429 and 5xx replies within the call's one position)."""
+        for tries in range(self.max_retries + 1):
+            request = httpx2.Request(
+                "POST",
+                self.url(stream=stream),
+                headers={"content-type": "application/json", **self.headers()},
+                content=content,
+            )
+            response = await self._client().send(self.prepare(request), stream=True)
+            if response.status_code >= 400:
+                text = (await response.aread()).decode("utf-8", "replace")
+                await response.aclose()
+                if response.status_code in _RETRIED and tries < self.max_retries:
+                    await asyncio.sleep(0.25 * 2**tries)
+                    continue
+                raise ModelHTTPError(
+                    f"{type(self).__name__}: the provider answered "
+                    f"{response.status_code}: {text[:500]}",
+                    status=response.status_code,
+                    body=text,
                 )
-                response = await self._client().send(self.prepare(request), stream=True)
-                if response.status_code >= 400:
-                    text = (await response.aread()).decode("utf-8", "replace")
-                    await response.aclose()
-                    if response.status_code in _RETRIED and tries < self.max_retries:
-                        await asyncio.sleep(0.25 * 2**tries)
-                        continue
-                    raise ModelHTTPError(
-                        f"{type(self).__name__}: the provider answered "
-                        f"{response.status_code}: {text[:500]}",
-                        status=response.status_code,
-                        body=text,
-                    )
-                try:
-                    if not stream:
-                        return self.decode(json.loads(await response.aread()))
-                    return await self._streamed(response, on_delta if live else None)
-                finally:
-                    await response.aclose()
+            try:
+                if not stream:
+                    return self.decode(json.loads(await response.aread()))
+                return await self._streamed(response, on_delta)
+            finally:
+                await response.aclose()
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def _streamed(

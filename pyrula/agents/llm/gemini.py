@@ -52,6 +52,7 @@ class GeminiLLM(LLM):
     Structured output uses `responseMimeType: application/json` with `responseJsonSchema`."""
 
     surface = surfaces.GEMINI_GENERATE
+    rate_key = "gemini"
     env_key = "GEMINI_API_KEY"
     default_base_url = "https://generativelanguage.googleapis.com"
 

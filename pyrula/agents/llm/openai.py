@@ -73,6 +73,7 @@ class OpenAILLM(LLM):
     API elsewhere; structured output uses `response_format` with a strict JSON schema."""
 
     surface = surfaces.OPENAI_CHAT
+    rate_key = "openai"
     env_key = "OPENAI_API_KEY"
     default_base_url = "https://api.openai.com/v1"
 
