@@ -8,9 +8,10 @@ the same run, interleaved round by round:
 * client: `OpenAILLM.complete` outside any run (encode the neutral request, decode the reply);
 * loop, live: one `Agent` run of `--turns` model turns, each with a journaled tool call,
   worked to its end on a fresh store (LMDB, fsync on): per model turn;
-* loop, replay: a fork of that run replayed whole from the journal: per model turn.
-
-Pydantic AI's `Agent.run` is not compared: pydantic-ai is not installed in the project's venv.
+* loop, replay: a fork of that run replayed whole from the journal: per model turn;
+* Pydantic AI: `pydantic_ai.Agent.run` of the same `--turns` turns with the same no-op tool,
+  its OpenAI model over the openai SDK on the same stand-in (no journal): per model turn.
+  Skipped when pydantic-ai is not installed (`pip install 'pyrula[pydantic-ai]' openai`).
 
 Run: python benchmarks/bench_native.py [--rounds 5] [--turns 20]
 """
@@ -82,6 +83,7 @@ class TurnsLLM(OpenAILLM):
 async def bare(n: int) -> float:
     client = httpx2.AsyncClient(transport=httpx2.MockTransport(_reply))
     body = {"model": "gpt-bench", "messages": [{"role": "user", "content": "hi"}]}
+    await client.post("http://bench.test/v1/chat/completions", content=json.dumps(body))  # warm
     start = time.perf_counter()
     for _ in range(n):
         reply = await client.post(
@@ -129,27 +131,70 @@ def loop(turns: int, name: str) -> tuple[float, float]:
     return live, replay
 
 
+async def pydantic_ai_loop(turns: int) -> float | None:
+    try:
+        import openai
+        from pydantic_ai import Agent as PAIAgent
+        from pydantic_ai.models.openai import OpenAIChatModel
+        from pydantic_ai.providers.openai import OpenAIProvider
+    except ImportError:
+        return None
+    client = openai.AsyncOpenAI(
+        api_key=KEY,
+        base_url="http://bench.test/v1",
+        http_client=httpx2.AsyncClient(transport=httpx2.MockTransport(_reply)),
+        default_headers={"x-turns": str(turns)},
+        max_retries=0,
+    )
+    model = OpenAIChatModel("gpt-bench", provider=OpenAIProvider(openai_client=client))
+    pai = PAIAgent(model)
+
+    @pai.tool_plain
+    def noop(n: int) -> int:
+        """Do nothing."""
+        return n
+
+    await pai.run("go")  # warm: schemas and the connection are built once
+    start = time.perf_counter()
+    result = await pai.run("go")
+    assert result.output == "done", result.output
+    return (time.perf_counter() - start) / turns
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--turns", type=int, default=20)
     args = parser.parse_args()
-    rows: dict[str, list[float]] = {"bare": [], "client": [], "live": [], "replay": []}
+    rows: dict[str, list[float]] = {
+        "bare": [],
+        "client": [],
+        "live": [],
+        "replay": [],
+        "pydantic-ai": [],
+    }
     for r in range(args.rounds):
         rows["bare"].append(asyncio.run(bare(args.turns)))
         rows["client"].append(asyncio.run(client_only(args.turns)))
         live, replay = loop(args.turns, f"bench-native-{r}")
         rows["live"].append(live)
         rows["replay"].append(replay)
+        pai = asyncio.run(pydantic_ai_loop(args.turns))
+        if pai is not None:
+            rows["pydantic-ai"].append(pai)
     floor = statistics.median(rows["bare"])
     labels = {
         "bare": "bare httpx2 POST + json.loads",
         "client": "OpenAILLM.complete (no run)",
         "live": "Agent loop, live, per turn (+1 journaled tool call)",
         "replay": "Agent loop, replayed, per turn",
+        "pydantic-ai": "Pydantic AI Agent.run, per turn (no journal)",
     }
     print(f"{'variant':58} {'median':>10} {'vs bare':>9}")
     for key, samples in rows.items():
+        if not samples:
+            print(f"{labels[key]:58} {'not installed':>10}")
+            continue
         median = statistics.median(samples)
         print(f"{labels[key]:58} {median * 1e3:8.3f}ms {median / floor:8.1f}x")
 
