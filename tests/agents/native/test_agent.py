@@ -225,3 +225,20 @@ def test_an_agent_body_gets_ctx_llm_and_the_loop(effects):
 def _unused():
     with pytest.raises(NotYetSupported, match="issue #13"):
         Agent(name="mcp", model=model_for("openai"), mcp_servers=["server"])
+
+
+def test_a_stream_the_caller_abandons_is_metered_once_as_estimated(effects):
+    stand_in = upstream("openai", [text("a long answer that is never read to its end")])
+    quitter = Agent(name="quitter", model=model_for("openai", stand_in=stand_in))
+
+    def walk_away(delta: object) -> None:
+        raise RuntimeError("the caller stopped reading")
+
+    stream_to("quitter", walk_away)
+    try:
+        events = AgentRunner(quitter).run_sync("Talk")
+    finally:
+        stream_to("quitter", None)
+    assert events[-1].type == "run:error"
+    done = [e.payload for e in events if e.type == "llm:done"]
+    assert len(done) == 1 and done[0]["estimated"] is True
