@@ -107,3 +107,29 @@ def test_bedrock_signs_with_sigv4_from_aws_credentials(monkeypatch):
     auth = stand_in.headers_seen[0]["authorization"]
     assert auth.startswith("AWS4-HMAC-SHA256 Credential=AKIAPYRULATEST000042/")
     assert "/eu-west-1/bedrock/aws4_request" in auth
+
+
+def test_a_provider_error_is_journaled_and_a_resume_raises_it_again_without_asking():
+    import httpx2
+
+    from pyrula.agents import agent
+    from pyrula.agents.testing import AgentRunner
+    from pyrula.runtime import RunStore, Worker, resume
+    from tests.fakes.provider import Upstream, json_reply
+
+    stand_in = Upstream(httpx2, lambda request: json_reply({"error": "bad model"}, 400), ())
+    model = model_for("openai", stand_in=stand_in)
+
+    @agent(name="native-error")
+    async def asks(ctx) -> str:
+        return (await model.complete([Message.user("hi")])).text
+
+    runner = AgentRunner(asks)
+    events = runner.run_sync()
+    assert events[-1].payload["error"]["type"] == "ModelHTTPError"
+    resume(runner.run_id, store=runner.store)
+    asyncio.run(Worker(runner.store, poll_seconds=0.01).run(until_idle=True))
+    record = RunStore(runner.store).get(runner.run_id)
+    assert record.status == "failed" and record.attempt == 2
+    assert "bad model" in record.error["message"]
+    assert len(stand_in.calls) == 1
