@@ -48,5 +48,9 @@ MCP = {"1": "mcp>=1.24,<1.31", "2": "mcp>=2.3,<2.4"}
 def mcp(session: nox.Session, line: str) -> None:
     session.install("-e", ".[dev]", MCP[line], *STACKS["httpx2"])
     session.run(
-        "pytest", "-q", "tests/agents/native/test_mcp.py", env={"PYRULA_TEST_STACK": "httpx2"}
+        "pytest",
+        "-q",
+        "tests/agents/native/test_mcp.py",
+        "tests/agents/native/test_mcp_crash.py",
+        env={"PYRULA_TEST_STACK": "httpx2"},
     )

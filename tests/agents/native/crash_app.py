@@ -18,15 +18,27 @@ def _worker(store: str, url: str, kind: str) -> None:
     asyncio.run(Worker(store, lease_seconds=30, poll_seconds=0.005).run(until_idle=True))
 
 
+def _mcp_worker(store: str, url: str, script: str) -> None:
+    from pyrula.agents import Agent, MCPServerStdio
+    from pyrula.runtime import Worker
+    from tests.fakes.agent_api import model_for
+
+    effects = {"MCP_EFFECTS": os.environ.get("MCP_EFFECTS", os.devnull)}
+    server = MCPServerStdio(sys.executable, [script], env=effects)
+    Agent(name="mcp-crash", model=model_for("openai", base_url=url), mcp_servers=[server])
+    asyncio.run(Worker(store, lease_seconds=30, poll_seconds=0.005).run(until_idle=True))
+
+
 def zygote() -> None:
-    """Commands on stdin: `fork STORE URL KIND` prints a worker pid; `reap PID` its status."""
+    """Commands on stdin: `fork STORE URL KIND` (or `fork mcp STORE URL SCRIPT`) prints a worker
+    pid; `reap PID` its exit status."""
     for line in sys.stdin:
         command, *arguments = line.split()
         if command == "fork":
             pid = os.fork()
             if pid == 0:
                 try:
-                    _worker(*arguments)
+                    (_mcp_worker if arguments[0] == "mcp" else _worker)(*arguments[-3:])
                     os._exit(0)
                 except BaseException:
                     os._exit(1)

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -103,3 +106,36 @@ def llm_done(journal: RunStore, run_id: str) -> int:
     return sum(
         1 for e in journal.events(run_id) if e.type == "llm:done" and e.payload.get("position")
     )
+
+
+ROOT = Path(__file__).parents[3]
+
+
+class Zygote:
+    """Forks real worker processes (tests/agents/native/crash_app.py) on demand."""
+
+    def __init__(self, effects: Path) -> None:
+        env = {
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "NATIVE_EFFECTS": str(effects),
+            "NATIVE_TOOL_SECONDS": "0.01",
+        }
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tests.agents.native.crash_app"],
+            cwd=ROOT,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+
+    def ask(self, line: str) -> int:
+        assert self.process.stdin and self.process.stdout
+        self.process.stdin.write(line + "\n")
+        self.process.stdin.flush()
+        return int(self.process.stdout.readline())
+
+    def close(self) -> None:
+        self.process.kill()
+        self.process.wait()

@@ -8,8 +8,6 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -18,40 +16,19 @@ import pytest
 
 from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, submit
-from tests.agents.native.support import FINAL, KINDS, SUB_TURNS, main_turns, provider_of
+from tests.agents.native.support import (
+    FINAL,
+    KINDS,
+    SUB_TURNS,
+    Zygote,
+    main_turns,
+    provider_of,
+)
 from tests.fakes.agent_api import assistant_turns, scripted
 from tests.fakes.server import Seen, Server, serving
 
 ROOT = Path(__file__).parents[3]
 KILLS = 6  # per provider: 30 in all
-
-
-class Zygote:
-    def __init__(self, effects: Path) -> None:
-        env = {
-            **os.environ,
-            "PYTHONPATH": str(ROOT),
-            "NATIVE_EFFECTS": str(effects),
-            "NATIVE_TOOL_SECONDS": "0.01",
-        }
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.agents.native.crash_app"],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-
-    def ask(self, line: str) -> int:
-        assert self.process.stdin and self.process.stdout
-        self.process.stdin.write(line + "\n")
-        self.process.stdin.flush()
-        return int(self.process.stdout.readline())
-
-    def close(self) -> None:
-        self.process.kill()
-        self.process.wait()
 
 
 def _stand_in(kind: str) -> Any:
