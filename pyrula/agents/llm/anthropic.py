@@ -58,6 +58,7 @@ class AnthropicLLM(LLM):
     surface = surfaces.ANTHROPIC_MESSAGES
     rate_key = "anthropic"
     env_key = "ANTHROPIC_API_KEY"
+    base_url_env = "ANTHROPIC_BASE_URL"
     default_base_url = "https://api.anthropic.com"
     native_output = False
 

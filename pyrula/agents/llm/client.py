@@ -77,6 +77,7 @@ class LLM:
     surface = ""
     rate_key = ""  # the provider's default `LLMRate` queue, shared with its drop-in
     env_key = ""
+    base_url_env = ""  # where the provider's SDK reads a base URL from, if it does
     default_base_url = ""
     # Whether structured output uses the provider's own mode (else a forced tool call).
     native_output = True
@@ -95,7 +96,8 @@ class LLM:
     ) -> None:
         self.model = model
         self._api_key = api_key
-        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        from_env = os.environ.get(self.base_url_env) if self.base_url_env else None
+        self.base_url = (base_url or from_env or self.default_base_url).rstrip("/")
         self.max_tokens = max_tokens
         self.max_retries = max_retries
         self._timeout = timeout

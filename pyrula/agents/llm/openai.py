@@ -75,6 +75,7 @@ class OpenAILLM(LLM):
     surface = surfaces.OPENAI_CHAT
     rate_key = "openai"
     env_key = "OPENAI_API_KEY"
+    base_url_env = "OPENAI_BASE_URL"
     default_base_url = "https://api.openai.com/v1"
 
     def url(self, *, stream: bool) -> str:
