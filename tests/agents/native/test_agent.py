@@ -242,3 +242,37 @@ def test_a_stream_the_caller_abandons_is_metered_once_as_estimated(effects):
     assert events[-1].type == "run:error"
     done = [e.payload for e in events if e.type == "llm:done"]
     assert len(done) == 1 and done[0]["estimated"] is True
+
+
+def test_cancelling_the_parent_mid_sub_agent_cancels_the_child_and_asks_nothing_more(effects):
+    from pyrula.agents import ToolContext
+
+    holder: dict[str, object] = {}
+
+    @tool(name="pull_the_plug")
+    async def pull_the_plug(ctx: ToolContext) -> str:
+        """Cancel the parent run, and return once it has stopped."""
+        parent = ctx.run_id.split(".")[0]
+        cancel(parent, store=holder["store"])
+        journal = RunStore(holder["store"])
+        for _ in range(2000):
+            if journal.get(parent).status == "cancelled":
+                break
+            await asyncio.sleep(0.005)
+        return "cancelled"
+
+    sub_model = upstream("openai", [calls(("pull_the_plug", {})), text("never")])
+    main_model = upstream("openai", [calls(("helper", {"prompt": "go"})), text("never")])
+    helper = Agent(
+        name="helper", model=model_for("openai", stand_in=sub_model), tools=[pull_the_plug]
+    )
+    boss = Agent(name="boss", model=model_for("openai", stand_in=main_model), tools=[helper])
+    runner = AgentRunner(boss)
+    holder["store"] = runner.store
+    runner.run_sync("Start")
+    journal = RunStore(runner.store)
+    assert journal.get(runner.run_id).status == "cancelled"
+    child = journal.get(f"{runner.run_id}.main.child0")
+    assert child.status == "cancelled"
+    assert len(main_model.calls) == 1  # no turn after the cancel
+    assert len(sub_model.calls) == 1  # the child was cancelled before its next turn
