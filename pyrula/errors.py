@@ -296,11 +296,6 @@ class OutputValidationFailed(PyrulaError):
     """A native agent's structured output stayed invalid after its bounded re-asks."""
 
 
-class NotYetSupported(PyrulaError):
-    """A part of the native agents (issue #13) that is not built yet; the message says what to
-    use instead."""
-
-
 class MaxTurnsExceeded(PyrulaError):
     """A native agent used its `max_turns` model turns without reaching a final answer."""
 

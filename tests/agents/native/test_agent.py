@@ -12,7 +12,7 @@ import pytest
 from pyrula.agents import Agent, AgentLimits, agent, stream_to, tool
 from pyrula.agents.llm import Message, TextDelta, ToolArgsDelta
 from pyrula.agents.testing import AgentRunner
-from pyrula.errors import NotYetSupported, ReplayInputChanged
+from pyrula.errors import ReplayInputChanged
 from pyrula.runtime import RunStore, Worker, answer, cancel, fork
 from tests.agents.native.support import FINAL, KINDS, SUB_TURNS, build, main_turns, provider_of
 from tests.fakes.agent_api import calls, model_for, text, upstream
@@ -220,11 +220,6 @@ def test_an_agent_body_gets_ctx_llm_and_the_loop(effects):
     assert events[-1].payload["result"] == {"asked_for": "weather", "temperature": "4"}
     assert len(stand_in.calls) == 3
     assert len(effects.read_text().splitlines()) == 1
-
-
-def _unused():
-    with pytest.raises(NotYetSupported, match="issue #13"):
-        Agent(name="mcp", model=model_for("openai"), mcp_servers=["server"])
 
 
 def test_a_stream_the_caller_abandons_is_metered_once_as_estimated(effects):
