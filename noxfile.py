@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "tests", "compat"]
+nox.options.sessions = ["lint", "tests", "compat", "mcp"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.default_venv_backend = "uv|virtualenv"
 
@@ -52,6 +52,10 @@ LEGS: dict[str, list[str]] = {
         *_INSTRUCTOR,
     ],
 }
+# The MCP SDK's two major lines (the locked 1.x and the dedicated 2.x), on the httpx2 leg.
+for _line, _mcp in (("1", "mcp==1.30.0"), ("2", "mcp==2.3.0")):
+    LEGS[f"mcp-{_line}"] = [*LEGS["httpx2"], _mcp]
+
 # Which leg's requests go over `httpx2` (openai 3.x, anthropic 2.x) or `httpx` (2.x, 0.x).
 STACK_OF = {
     "httpx2": "httpx2",
@@ -60,6 +64,8 @@ STACK_OF = {
     "locked": "httpx",
     "dedicated": "httpx2",
     "instructor-openai3": "httpx2",
+    "mcp-1": "httpx2",
+    "mcp-2": "httpx2",
 }
 COMPAT_LEGS = ["floors", "locked", "dedicated", "instructor-openai3"]
 
@@ -73,7 +79,8 @@ def _install(session: nox.Session, leg: str, *extras: str) -> None:
 # Printed by each leg: the exact versions it runs (CI's log is the record of what was tested).
 _VERSIONS = (
     "import sys; from importlib import metadata as m\n"
-    "names = ('openai', 'anthropic', 'google-genai', 'boto3', 'instructor', 'httpx', 'httpx2')\n"
+    "names = ('openai', 'anthropic', 'google-genai', 'boto3', 'instructor', 'mcp', 'httpx',"
+    " 'httpx2')\n"
     "have = {d.metadata['Name'].lower(): d.version for d in m.distributions()}\n"
     "print(f'leg {sys.argv[1]}: ' + ', '.join(f'{n} {have[n]}' for n in names if n in have))"
 )
@@ -104,9 +111,23 @@ def compat(session: nox.Session, versions: str) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     # mypy checks the Gemini drop-in against google-genai's own types.
-    session.install("-e", ".[dev,gemini]", *LEGS["httpx2"], "-c", "constraints/httpx2.txt")
+    session.install("-e", ".[dev,gemini,mcp]", *LEGS["httpx2"], "-c", "constraints/httpx2.txt")
     session.run("ruff", "check", ".")
     session.run("mypy", "pyrula", "fingerprints", "proxy")
+
+
+@nox.session
+@nox.parametrize("line", ["1", "2"])
+def mcp(session: nox.Session, line: str) -> None:
+    """The native agents' MCP tools on each major line of the `mcp` SDK (issue 13)."""
+    _install(session, f"mcp-{line}")
+    session.run(
+        "pytest",
+        "-q",
+        "tests/agents/native/test_mcp.py",
+        "tests/agents/native/test_mcp_crash.py",
+        env={"PYRULA_TEST_STACK": "httpx2"},
+    )
 
 
 @nox.session(venv_backend="uv")

@@ -296,3 +296,27 @@ class ProxyError(PyrulaError):
 
 class ConfigError(ProxyError):
     """A proxy option is invalid or unsafe."""
+
+
+class ModelHTTPError(PyrulaError):
+    """A native model client's call failed: the provider answered `status` (0: the request was
+    sent but no reply came). Inside a run it is the call's journaled outcome, raised again on a
+    resume without sending anything."""
+
+    def __init__(self, message: str, *, status: int, body: str = "") -> None:
+        self.status = status
+        self.body = body
+        super().__init__(message)
+
+
+class OutputValidationFailed(PyrulaError):
+    """A native agent's structured output stayed invalid after its bounded re-asks."""
+
+
+class MaxTurnsExceeded(PyrulaError):
+    """A native agent used its `max_turns` model turns without reaching a final answer."""
+
+
+class MCPToolError(PyrulaError):
+    """An MCP tool answered with an error (`isError`); journaled as the tool's outcome and
+    raised again as this class on a replay."""
