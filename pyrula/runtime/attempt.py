@@ -77,6 +77,8 @@ class Attempt:
             self.facts[position] = event
         if event.type == "llm:done":
             self.budget.replayed(event.payload)
+        elif event.type == "child:spend":
+            self.budget.child_spent(event.payload)
 
     def remember(self, events: Iterable[Event]) -> None:
         """Learn events written for this attempt outside `write` (with a model call's exchange)."""

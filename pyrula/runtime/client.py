@@ -229,8 +229,26 @@ async def child_result(attempt: Attempt, child_id: str, poll_seconds: float = 0.
         attempt.check_cancel()
         record = attempt.journal.get(child_id)
         if record.status in TERMINAL:
+            _charge_parent(attempt, child_id)
             return outcome_of(record)
         await asyncio.sleep(poll_seconds)
+
+
+def _charge_parent(attempt: Attempt, child_id: str) -> None:
+    """Once per child: its whole spend (its own calls and its children's) becomes a `child:spend`
+    fact of the parent, which the parent's token and cost caps count from then on."""
+    position = f"spend:{child_id}"
+    if attempt.facts.get(position) is not None:
+        return
+    tokens, cost = 0, 0.0
+    for event in attempt.journal.events(child_id):
+        if event.type in ("llm:done", "child:spend"):
+            tokens += int(event.payload.get("total_tokens", 0))
+            cost += float(event.payload.get("cost_usd") or 0.0)
+    attempt.write(
+        "child:spend",
+        {"position": position, "child": child_id, "total_tokens": tokens, "cost_usd": cost},
+    )
 
 
 __all__ = [

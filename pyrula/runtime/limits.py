@@ -89,6 +89,12 @@ class Budget:
             model = payload.get("model")
             self.served_by[requested] = model if isinstance(model, str) else None
 
+    def child_spent(self, payload: dict[str, Any]) -> None:
+        """Count a finished child run's spend (a `child:spend` event) against this run's token
+        and cost caps; its calls are its own (`max_llm_calls` counts this run's calls only)."""
+        self.tokens += int(payload.get("total_tokens", 0))
+        self.cost += float(payload.get("cost_usd") or 0.0)
+
     def price_row(self, meta: dict[str, Any]) -> tuple[dict[str, float] | None, bool]:
         """The price row a call's cost is held against, and whether a missing one is known.
 

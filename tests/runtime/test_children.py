@@ -6,9 +6,12 @@ import asyncio
 
 import pytest
 
+from pyrula.agents import AgentContext, AgentLimits, BudgetExceeded, agent
 from pyrula.runtime import RunStore, Worker, cancel, submit
 from pyrula.workflows import WorkflowContext, workflow
-from tests.runtime.support import new_store
+from tests.fakes.openai_api import chat_completion
+from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply
+from tests.runtime.support import ask, async_openai, chat_upstream, new_store, run_to_rest
 
 
 @workflow(name="waits_forever")
@@ -65,3 +68,33 @@ def test_an_unknown_policy_is_refused():
     handle = submit(bad_policy, store=store)
     asyncio.run(Worker(store, poll_seconds=0.005).run(until_idle=True))
     assert "parent_close" in RunStore(store).get(handle.id).error["message"]
+
+
+BIG = {"prompt_tokens": 400_000, "completion_tokens": 100_000, "total_tokens": 500_000}
+EXPENSIVE = Upstream(OPENAI_LIB, lambda request: json_reply(chat_completion("costly", usage=BIG)))
+CHEAP = chat_upstream()
+
+
+@agent(name="spends_a_lot")
+async def spends_a_lot(ctx: AgentContext) -> str:
+    return await ask(async_openai(EXPENSIVE), "spend")
+
+
+@agent(name="capped_parent", limits=AgentLimits(max_total_tokens=100_000))
+async def capped_parent(ctx: AgentContext) -> str:
+    first = await ask(async_openai(CHEAP), "before the child")
+    await ctx.run_child(spends_a_lot)
+    try:
+        await ask(async_openai(CHEAP), "after the child")
+    except BudgetExceeded as refused:
+        return f"{first}; refused: {refused.limit}"
+    return "not refused"
+
+
+def test_a_childs_spend_counts_against_its_parents_caps():
+    CHEAP.calls.clear()
+    handle = run_to_rest(capped_parent)
+    assert asyncio.run(handle.result()) == "answer to before the child; refused: max_total_tokens"
+    assert len(CHEAP.calls) == 1  # the refused call was never sent
+    [spend] = [e.payload for e in handle.events() if e.type == "child:spend"]
+    assert spend["total_tokens"] == 500_000
