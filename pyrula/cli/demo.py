@@ -33,7 +33,7 @@ def demo(
     console = Console()
     try:
         # Imported here: the SDKs are an optional extra and slow to import.
-        from pyrula.demo import durable, run
+        from pyrula.demo import durable, native, run
     except ImportError as exc:
         console.print(
             f"pyrula demo needs the openai and anthropic SDKs ({exc}); "
@@ -66,12 +66,27 @@ def demo(
         raise typer.Exit(1) from exc
     durable.render(outcome, console, show_run)
 
+    console.print(
+        f"\n[bold]native agent[/]: {native.AGENT_NAME!r}, Pyrula's own tool-calling loop (no "
+        "provider SDK) with a @tool and an MCP server's tool, live, then replayed",
+        highlight=False,
+    )
+    try:
+        agent_run = native.run_native(path)
+    except PyrulaError as exc:
+        console.print(f"[red]pyrula demo failed:[/] {exc}", highlight=False)
+        raise typer.Exit(1) from exc
+    native.render(agent_run, lambda line: console.print(line, markup=False, highlight=False))
+
     failed = False
     if not result.ok:
         console.print("[red]the replay did not reproduce the recording[/]")
         failed = True
     for failure in outcome.failures():
         console.print(f"[red]durable run:[/] {failure}", highlight=False)
+        failed = True
+    for failure in agent_run.failures():
+        console.print(f"[red]native agent:[/] {failure}", highlight=False)
         failed = True
     if failed:
         raise typer.Exit(1)

@@ -93,6 +93,38 @@ def reply_text(provider: str, prompt: str) -> str:
     return f"{provider} stand-in #{digest}: {len(words)} words, the last {last!r}."
 
 
+def tool_calls(body: dict[str, Any], prompt: str, number: int) -> list[dict[str, Any]] | None:
+    """A request offering tools gets one call of each, its string parameters filled with the
+    prompt; once the conversation holds their results, None (answer in words). No tools: []."""
+    tools = body.get("tools")
+    if not isinstance(tools, list) or not tools:
+        return []
+    messages = body.get("messages") or []
+    if any(isinstance(m, dict) and m.get("role") == "tool" for m in messages):
+        return None
+    calls = []
+    for i, tool in enumerate(tools):
+        function = tool.get("function", {}) if isinstance(tool, dict) else {}
+        params = function.get("parameters", {}).get("properties", {})
+        arguments = {name: prompt for name, spec in params.items() if spec.get("type") == "string"}
+        calls.append(
+            {
+                "id": f"call_standin{number}_{i}",
+                "type": "function",
+                "function": {"name": function.get("name", ""), "arguments": json.dumps(arguments)},
+            }
+        )
+    return calls
+
+
+def tool_results(body: dict[str, Any]) -> list[str]:
+    return [
+        str(m.get("content"))
+        for m in body.get("messages") or []
+        if isinstance(m, dict) and m.get("role") == "tool"
+    ]
+
+
 def _pieces(text: str) -> list[str]:
     """Split `text` into stream deltas that join back to exactly `text`."""
     pieces: list[str] = []
@@ -166,6 +198,9 @@ class _Handler(BaseHTTPRequestHandler):
     def _openai_chat(self, body: dict[str, Any], number: int, streamed: bool) -> None:
         prompt = last_user_text(body.get("messages"))
         text = reply_text("openai", prompt)
+        calls = tool_calls(body, prompt, number) if not streamed else []
+        if calls is None:  # the tools have answered: the final answer quotes them
+            text = f"{text} (from the tools: {'; '.join(tool_results(body))})"
         model = str(body.get("model", "gpt-standin"))
         ident = f"chatcmpl-standin{number}{self.server.standin.nonce}"
         created = int(time.time())
@@ -186,9 +221,14 @@ class _Handler(BaseHTTPRequestHandler):
                     "choices": [
                         {
                             "index": 0,
-                            "message": {"role": "assistant", "content": text, "refusal": None},
+                            "message": {
+                                "role": "assistant",
+                                "content": None if calls else text,
+                                "refusal": None,
+                                **({"tool_calls": calls} if calls else {}),
+                            },
                             "logprobs": None,
-                            "finish_reason": "stop",
+                            "finish_reason": "tool_calls" if calls else "stop",
                         }
                     ],
                     "usage": usage,

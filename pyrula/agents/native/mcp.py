@@ -11,9 +11,11 @@ a session of its own, so a run holds no connection across a crash.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Mapping, Sequence
+import os
+import sys
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TextIO
 
 from pyrula.agents.llm.messages import ToolSpec
 from pyrula.errors import MCPToolError
@@ -26,6 +28,19 @@ def _sdk() -> Any:
     except ImportError as exc:
         raise ImportError("mcp_servers= needs the MCP SDK: pip install 'pyrula[mcp]'") from exc
     return mcp
+
+
+@contextlib.contextmanager
+def _server_errlog() -> Iterator[TextIO]:
+    """Where the server process's stderr goes: ours when it is a real file; else (a notebook, a
+    test runner capturing output) nowhere, since a subprocess needs a file descriptor."""
+    try:
+        sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # io.UnsupportedOperation is an OSError
+        with open(os.devnull, "w") as devnull:
+            yield devnull
+        return
+    yield sys.stderr
 
 
 @dataclass(frozen=True)
@@ -49,10 +64,11 @@ class MCPServerStdio:
         params = StdioServerParameters(
             command=self.command, args=list(self.args), env=dict(self.env) if self.env else None
         )
-        async with stdio_client(params) as (read, write):  # noqa: SIM117 - uses read, write
-            async with mcp.ClientSession(read, write) as session:
-                await session.initialize()
-                yield session
+        with _server_errlog() as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write):  # noqa: SIM117
+                async with mcp.ClientSession(read, write) as session:
+                    await session.initialize()
+                    yield session
 
 
 @dataclass(frozen=True)
