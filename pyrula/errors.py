@@ -186,7 +186,7 @@ class RunExists(RunError):
     """A run with that id was already submitted (pass an idempotency key to re-attach)."""
 
 
-class IdempotencyConflict(RunError):
+class IdempotencyConflict(RunError, ValueError):
     """An idempotency key was reused with a different input."""
 
 
