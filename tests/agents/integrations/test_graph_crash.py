@@ -5,6 +5,7 @@ another resumes it. Counted at the stand-in provider and the tool's own side-eff
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -64,12 +65,15 @@ def test_a_killed_worker_mid_node_resumes_with_nothing_repeated(tmp_path):
         config = {"configurable": {"thread_id": "crash-1"}}
 
         async def scenario() -> tuple[Any, Any]:
-            workers.append(WorkerProcess(path, "--lease-seconds", "1", module=APP))
+            workers.append(WorkerProcess(path, "--lease-seconds", "5", module=APP))
             task = asyncio.create_task(graph.ainvoke({"topic": "Oslo"}, config))
             await asyncio.to_thread(wait_until, lambda: "ready 0" in _lines(log), "the step")
             workers[0].kill()  # SIGKILL, mid-run: one model call and the tool step are done
             gate.touch()
-            workers.append(WorkerProcess(path, "--lease-seconds", "1", module=APP))
+            # The killed worker's lease frees the run within seconds; the next holds a long one.
+            # (A lease that lapses under a slow heartbeat lets a second attempt resend a call
+            # whose reply the first could no longer journal: keep leases well above a beat.)
+            workers.append(WorkerProcess(path, "--lease-seconds", "30", module=APP))
             paused = await task  # the resumed run parks on its interrupt: the graph pauses
             final = await graph.ainvoke(Command(resume="yes"), config)
             return paused, final
@@ -84,7 +88,8 @@ def test_a_killed_worker_mid_node_resumes_with_nothing_repeated(tmp_path):
     assert [i.value for i in paused["__interrupt__"]] == ["publish 21C in Oslo?"]
     assert final["report"] == "answer to Summarise 21C in Oslo (auto), 1"
     # Zero repeated provider calls: two per pass, each sent once, though a worker died mid-run.
-    assert len(bodies) == 4 and len(set(bodies)) == 4
+    asked = [json.loads(body)["messages"][-1]["content"] for body in bodies]
+    assert len(asked) == 4 and len(set(asked)) == 4, asked
     effects = _lines(log)
     looked_up = [e for e in effects if e.startswith("looked up")]
     assert looked_up == ["looked up Oslo 0", "looked up Oslo 1"]
