@@ -69,5 +69,5 @@ def langchain(session: nox.Session, versions: str) -> None:
     session.run("pip", "list", "--format=freeze", silent=False)
     session.run(
         "pytest", "-q", "-p", "no:randomly", "tests/agents/integrations", *session.posargs,
-        env={"PYRULA_TEST_STACK": "httpx"},
+        env={"PYRULA_TEST_STACK": "httpx", "PYRULA_REQUIRE_LANGCHAIN": "1"},
     )
