@@ -50,14 +50,22 @@ LANGCHAIN = {
         "langgraph==1.0.0",
         "langchain-openai==0.3.27",
         "openai==1.109.1",
+        "langchain-anthropic==0.3.16",
     ],
     "ceiling": [
         "langchain-core==1.4.1",
         "langgraph==1.2.4",
         "langchain-openai==1.2.2",
         "openai>=2.2,<3",
+        "langchain-anthropic==1.4.4",
     ],
-    "newest": ["langchain-core<2", "langgraph<2", "langchain-openai<2", "openai>=2.2,<3"],
+    "newest": [
+        "langchain-core<2",
+        "langgraph<2",
+        "langchain-openai<2",
+        "openai>=2.2,<3",
+        "langchain-anthropic<2",
+    ],
 }
 
 

@@ -58,7 +58,7 @@ class _Carried(Exception):
         super().__init__(f"{type(carried).__name__}: {carried}")
 
 
-class DurableChatModel(BaseChatModel):
+class DurableChatModel(BaseChatModel):  # type: ignore[misc]  # Any when langchain is absent
     """A LangChain chat model whose async calls are journaled inside a Pyrula run (build it with
     `durable_chat_model`)."""
 
@@ -146,9 +146,10 @@ class DurableChatModel(BaseChatModel):
         """Inside a run the calls go one after another, so each takes its position in input
         order on every attempt; outside one, LangChain's own (concurrent) batch."""
         if not _journaling(current_run()):
-            return await super().abatch(
+            batch: list[Any] = await super().abatch(
                 inputs, config, return_exceptions=return_exceptions, **kwargs
             )
+            return batch
         configs = config if isinstance(config, list) else [config or {}] * len(inputs)
         results: list[Any] = []
         for item, item_config in zip(inputs, configs, strict=True):

@@ -1,5 +1,5 @@
-"""The integration tests need LangChain, LangGraph and langchain-openai, which only the
-`langchain` nox legs install; the stack legs skip this folder. A leg that sets
+"""The integration tests need LangChain, LangGraph, langchain-openai and langchain-anthropic,
+which only the `langchain` nox legs install; the stack legs skip this folder. A leg that sets
 `PYRULA_REQUIRE_LANGCHAIN` fails loudly instead when one is missing."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib.util
 import os
 
-_NEEDED = ("langchain_core", "langgraph", "langchain_openai")
+_NEEDED = ("langchain_core", "langgraph", "langchain_openai", "langchain_anthropic")
 _MISSING = [name for name in _NEEDED if importlib.util.find_spec(name) is None]
 
 if _MISSING and os.environ.get("PYRULA_REQUIRE_LANGCHAIN"):

@@ -23,6 +23,8 @@ from pyrula.agents import (
 from pyrula.agents.integrations import DurableChatModel, durable_chat_model
 from pyrula.runtime import answer
 from tests.agents.integrations.support import chat_openai, chat_upstream
+from tests.fakes.anthropic_api import upstream as anthropic_upstream
+from tests.fakes.server import Server, serving
 from tests.runtime.support import drive, new_store, run_to_rest
 
 
@@ -195,3 +197,24 @@ def test_durable_chat_model_is_a_chat_model_and_refuses_other_objects():
     with pytest.raises(TypeError, match="BaseChatModel"):
         durable_chat_model(json)  # type: ignore[arg-type]
     assert threading.current_thread() is threading.main_thread()
+
+
+def test_chat_anthropic_is_journaled_at_its_own_http_client():
+    from langchain_anthropic import ChatAnthropic as chat_anthropic
+
+    with Server(serving(anthropic_upstream().reply)) as server:
+        model = durable_chat_model(
+            chat_anthropic(model="claude-test", api_key="sk-unused", base_url=server.url,
+                           max_retries=0)
+        )  # fmt: skip
+        seen: list[Any] = []
+
+        async def body(ctx: AgentContext) -> Any:
+            reply = await model.ainvoke("Ping?")
+            seen.append(reply.content)
+            return reply.content
+
+        handle = _park_then_resume(body, "lc_anthropic")
+        assert server.count() == 1 and seen[0] == seen[1]
+    (done,) = _llm_done(handle)
+    assert done.payload["surface"] == "anthropic.messages" and done.payload["total_tokens"] == 7
