@@ -22,7 +22,6 @@
     │   ├── StepFailed                   a journaled error whose own class cannot be rebuilt
     │   ├── ToolRefused
     │   ├── IntegrationSetupError        a LangGraph node with no checkpointer or no worker
-    │   ├── NotYetSupported              also a NotImplementedError: names what to use instead
     │   ├── VerifyMismatch               also a UserWarning: cassette mode `verify` warns with it
     │   ├── JournalCommandError          `pyrula journal` (the CLI)
     │   │   ├── UnknownRecord
@@ -286,8 +285,3 @@ class ConfigError(ProxyError):
 class IntegrationSetupError(PyrulaError):
     """A framework integration is used in a setting it cannot work in (a LangGraph graph with no
     checkpointer, a store no worker consumes); the message names what to add."""
-
-
-class NotYetSupported(PyrulaError, NotImplementedError):
-    """A documented part of an integration that is not built yet; the message names what to use
-    instead."""

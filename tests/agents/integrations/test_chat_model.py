@@ -8,6 +8,7 @@ import json
 import threading
 from typing import Any
 
+import openai
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
@@ -21,9 +22,10 @@ from pyrula.agents import (
     agent,
 )
 from pyrula.agents.integrations import DurableChatModel, durable_chat_model
-from pyrula.runtime import answer
+from pyrula.runtime import answer, cancel
 from tests.agents.integrations.support import chat_openai, chat_upstream
 from tests.fakes.anthropic_api import upstream as anthropic_upstream
+from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply
 from tests.fakes.server import Server, serving
 from tests.runtime.support import drive, new_store, run_to_rest
 
@@ -75,6 +77,8 @@ def test_ainvoke_astream_abatch_are_journaled_and_replayed_without_a_provider_ca
     done = _llm_done(handle)
     assert [e.payload["position"] for e in done] == [f"main/llm{i}" for i in range(4)]
     assert all(e.payload["total_tokens"] == 11 for e in done)  # usage read from the reply
+    # The provider's own exchange is journaled (what `pyrula journal show` reads).
+    assert {e.payload["surface"] for e in done} == {"openai.chat"}
 
 
 def test_a_model_already_on_a_pyrula_transport_writes_one_llm_done_per_call():
@@ -188,7 +192,7 @@ def test_a_model_without_a_reachable_client_journals_its_chat_result():
     handle = _park_then_resume(body, "lc_result_fallback")
     assert produced == ["Hello?"] and seen == ["first", "first"]
     (done,) = _llm_done(handle)
-    assert done.payload["total_tokens"] == 8
+    assert done.payload["total_tokens"] == 8 and done.payload["surface"] == "generic"
 
 
 def test_durable_chat_model_is_a_chat_model_and_refuses_other_objects():
@@ -218,3 +222,35 @@ def test_chat_anthropic_is_journaled_at_its_own_http_client():
         assert server.count() == 1 and seen[0] == seen[1]
     (done,) = _llm_done(handle)
     assert done.payload["surface"] == "anthropic.messages" and done.payload["total_tokens"] == 7
+
+
+def test_a_provider_error_replays_as_the_sdk_own_exception_without_a_provider_call():
+    upstream = Upstream(OPENAI_LIB, lambda request: json_reply({"error": {"message": "no"}}, 400))
+    model = durable_chat_model(chat_openai(upstream))
+    raised: list[str] = []
+
+    async def body(ctx: AgentContext) -> Any:
+        try:
+            await model.ainvoke("Ping?")
+        except openai.BadRequestError as exc:
+            raised.append(type(exc).__name__)
+
+    handle = _park_then_resume(body, "lc_error_replay")
+    assert raised == ["BadRequestError", "BadRequestError"] and len(upstream.calls) == 1
+    assert len(_llm_done(handle)) == 1
+
+
+def test_a_cancelled_run_stops_at_the_next_call_before_sending_it():
+    upstream = chat_upstream()
+    model = durable_chat_model(chat_openai(upstream))
+    store = new_store()
+
+    @agent(name="lc_cancel_boundary")
+    async def body(ctx: AgentContext) -> Any:
+        await model.ainvoke("one")
+        cancel(ctx.run_id, store=store)
+        await model.ainvoke("two")
+
+    handle = run_to_rest(body, store=store)
+    assert handle.record.status == "cancelled"
+    assert [c["messages"][-1]["content"] for c in upstream.calls] == ["one"]
