@@ -21,6 +21,7 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models.chat_models import agenerate_from_stream
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
@@ -38,6 +39,25 @@ _SYNC_REFUSED = (
     "{model}.invoke() (the sync path, `_generate`) cannot be journaled inside a Pyrula run; use "
     "`await model.ainvoke(...)` (or `astream` / `abatch`), which journal the call"
 )
+
+
+def _streams(model: BaseChatModel, kwargs: dict[str, Any]) -> bool:
+    """Whether LangChain itself would serve the model's `ainvoke` from its `_astream`."""
+    if type(model)._astream is BaseChatModel._astream:
+        return False
+    wanted = kwargs.get("stream")
+    return bool(wanted if wanted is not None else getattr(model, "streaming", False))
+
+
+def _with_usage(model: BaseChatModel, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Inside a run a streamed call asks for the usage chunk where the model can (`ChatOpenAI`'s
+    `stream_usage`), so the meter sees what the call cost; the caller's own choice stands."""
+    # ChatOpenAI (and the langchain-openai models built on it) read `stream_usage` there.
+    if not hasattr(model, "_should_stream_usage") or "stream_usage" in kwargs:
+        return kwargs
+    if getattr(model, "stream_usage", None) is False and "stream_usage" in model.model_fields_set:
+        return kwargs
+    return {**kwargs, "stream_usage": True}
 
 
 def _journaling(run: RunContext) -> bool:
@@ -100,6 +120,14 @@ class DurableChatModel(BaseChatModel):  # type: ignore[misc]  # Any when langcha
         run = current_run()
 
         async def produce() -> ChatResult:
+            if _streams(self.inner, kwargs):
+                # LangChain would stream this model (`streaming=True`): its `_agenerate` then
+                # expects to be bypassed, so gather its own stream into one result.
+                options = _with_usage(self.inner, kwargs) if _journaling(run) else kwargs
+                chunks = self.inner._astream(
+                    messages, stop=stop, run_manager=run_manager, **options
+                )
+                return await agenerate_from_stream(chunks)
             return await self.inner._agenerate(
                 messages, stop=stop, run_manager=run_manager, **kwargs
             )

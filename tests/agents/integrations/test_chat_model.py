@@ -25,7 +25,8 @@ from pyrula.agents.integrations import DurableChatModel, durable_chat_model
 from pyrula.runtime import answer, cancel
 from tests.agents.integrations.support import chat_openai, chat_upstream
 from tests.fakes.anthropic_api import upstream as anthropic_upstream
-from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply
+from tests.fakes.openai_api import chat_sse
+from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply, sse_reply
 from tests.fakes.server import Server, serving
 from tests.runtime.support import drive, new_store, run_to_rest
 
@@ -254,3 +255,21 @@ def test_a_cancelled_run_stops_at_the_next_call_before_sending_it():
     handle = run_to_rest(body, store=store)
     assert handle.record.status == "cancelled"
     assert [c["messages"][-1]["content"] for c in upstream.calls] == ["one"]
+
+
+def test_a_streaming_chat_openai_is_one_journaled_call_with_its_usage():
+    def streamed(request: Any) -> Any:
+        options = json.loads(request.content).get("stream_options") or {}
+        return sse_reply(chat_sse("Pong .", usage=bool(options.get("include_usage"))))
+
+    upstream = Upstream(OPENAI_LIB, streamed)
+    model = durable_chat_model(chat_openai(upstream, streaming=True))
+    seen: list[Any] = []
+
+    async def body(ctx: AgentContext) -> Any:
+        seen.append([chunk.content async for chunk in model.astream("Ping?")])
+
+    handle = _park_then_resume(body, "lc_streaming")
+    assert seen == [["Pong . "], ["Pong . "]] and len(upstream.calls) == 1
+    (done,) = _llm_done(handle)
+    assert done.payload["total_tokens"] == 7  # the usage chunk the run asked for
