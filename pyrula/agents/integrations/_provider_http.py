@@ -44,21 +44,73 @@ def sdk_client_of(model: Any) -> Any | None:
     return None
 
 
+def _error_reply(lib: Any, request: Any, replayed: ReplayedFailure) -> Any:
+    """The journaled outcome of a failed call, as its transport gave it to the SDK: the error
+    reply (the SDK raises its own exception from it), or the transport failure itself."""
+    record = replayed.record
+    failure = record.extra.get("failure")
+    if isinstance(failure, dict):
+        message = str(failure.get("message") or "Connection error.")
+        if failure.get("type") == "APITimeoutError":
+            raise lib.ReadTimeout(message, request=request)
+        raise lib.RemoteProtocolError(message, request=request)
+    headers = [(k, v) for k, v in record.headers if k.lower() in ERROR_HEADERS]
+    return lib.Response(record.status, headers=headers, content=replayed.body, request=request)
+
+
+class _HttpxFailureReplay(httpx.AsyncBaseTransport):
+    """Hands a journaled failure to the SDK inside its own call, as the live call got it, so
+    the chat model wraps it as it did live (langchain-openai's own error classes)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        try:
+            return await self.inner.handle_async_request(request)  # type: ignore[no-any-return]
+        except ReplayedFailure as replayed:
+            return _error_reply(httpx, request, replayed)  # type: ignore[no-any-return]
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+class _Httpx2FailureReplay(httpx2.AsyncBaseTransport):
+    """`_HttpxFailureReplay` for an httpx2 client."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        try:
+            return await self.inner.handle_async_request(request)  # type: ignore[no-any-return]
+        except ReplayedFailure as replayed:
+            return _error_reply(httpx2, request, replayed)  # type: ignore[no-any-return]
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+_WRAPPED = (_HttpxFailureReplay, _Httpx2FailureReplay)
+
+
 def journal_transport(client: Any) -> None:
     """Route the SDK client's HTTP client (and each transport it mounts) through the journal, in
-    place; a transport that already journals is left as it is (never journaled twice)."""
+    place; a transport that already journals is not journaled twice."""
     http = client._client
-    wrap = AsyncHttpx2Transport if isinstance(http, httpx2.AsyncClient) else AsyncHttpxTransport
-    if not isinstance(http._transport, _JOURNAL_TRANSPORTS):
-        http._transport = wrap(http._transport)
-    http._mounts = {
-        pattern: (
-            mounted
-            if mounted is None or isinstance(mounted, _JOURNAL_TRANSPORTS)
-            else wrap(mounted)
-        )
-        for pattern, mounted in http._mounts.items()
-    }
+    is_httpx2 = isinstance(http, httpx2.AsyncClient)
+    journal = AsyncHttpx2Transport if is_httpx2 else AsyncHttpxTransport
+    replay = _Httpx2FailureReplay if is_httpx2 else _HttpxFailureReplay
+
+    def wrap(transport: Any) -> Any:
+        if transport is None or isinstance(transport, _WRAPPED):
+            return transport
+        if not isinstance(transport, _JOURNAL_TRANSPORTS):
+            transport = journal(transport)
+        return replay(transport)
+
+    http._transport = wrap(http._transport)
+    http._mounts = {pattern: wrap(mounted) for pattern, mounted in http._mounts.items()}
 
 
 class SdkOutcomes:
