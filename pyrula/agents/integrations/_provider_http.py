@@ -45,16 +45,19 @@ def sdk_client_of(model: Any) -> Any | None:
 
 
 def _error_reply(lib: Any, request: Any, replayed: ReplayedFailure) -> Any:
-    """The journaled outcome of a failed call, as its transport gave it to the SDK: the error
-    reply (the SDK raises its own exception from it), or the transport failure itself."""
+    """The journaled error reply of a failed call, as its transport gave it to the SDK (which
+    raises its own exception from it), marked not to be retried: the live call's retries are
+    over. A journaled transport failure (no reply) goes on up as it is, for the call frame to
+    rebuild as the SDK's exception without the SDK retrying it."""
     record = replayed.record
-    failure = record.extra.get("failure")
-    if isinstance(failure, dict):
-        message = str(failure.get("message") or "Connection error.")
-        if failure.get("type") == "APITimeoutError":
-            raise lib.ReadTimeout(message, request=request)
-        raise lib.RemoteProtocolError(message, request=request)
-    headers = [(k, v) for k, v in record.headers if k.lower() in ERROR_HEADERS]
+    if isinstance(record.extra.get("failure"), dict):
+        raise replayed
+    headers = [
+        (k, v)
+        for k, v in record.headers
+        if k.lower() in ERROR_HEADERS and k.lower() != "x-should-retry"
+    ]
+    headers.append(("x-should-retry", "false"))
     return lib.Response(record.status, headers=headers, content=replayed.body, request=request)
 
 

@@ -40,11 +40,11 @@ def chat_upstream() -> Upstream:
 
 def chat_openai(upstream: Upstream, *, journal: bool = False, **kw: Any) -> ChatOpenAI:
     """A `ChatOpenAI` on the stand-in (on Pyrula's transport already when `journal`)."""
+    kw.setdefault("max_retries", 0)
     return ChatOpenAI(
         model="gpt-4o-mini",
         api_key="sk-unused",  # type: ignore[arg-type]
         base_url=BASE_URL,
-        max_retries=0,
         http_async_client=upstream.http_client(is_async=True, journal={} if journal else None),
         http_client=upstream.http_client(journal={} if journal else None),
         **kw,

@@ -275,3 +275,20 @@ def test_a_streaming_chat_openai_is_one_journaled_call_with_its_usage():
     assert seen == [["Pong . "], ["Pong . "]] and len(upstream.calls) == 1
     (done,) = _llm_done(handle)
     assert done.payload["total_tokens"] == 7  # the usage chunk the run asked for
+
+
+def test_a_retried_provider_error_replays_once_without_the_sdk_retrying_it():
+    upstream = Upstream(OPENAI_LIB, lambda request: json_reply({"error": {"message": "busy"}}, 503))
+    model = durable_chat_model(chat_openai(upstream, max_retries=1))
+    raised: list[str] = []
+
+    async def body(ctx: AgentContext) -> Any:
+        try:
+            await model.ainvoke("Ping?")
+        except openai.InternalServerError as exc:
+            raised.append(type(exc).__name__)
+
+    handle = _park_then_resume(body, "lc_retried_error")
+    assert len(raised) == 2 and raised[0] == raised[1]
+    assert len(upstream.calls) == 2  # the live call and its one retry; nothing on replay
+    assert len(_llm_done(handle)) == 1
