@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "tests", "compat", "mcp"]
+nox.options.sessions = ["lint", "tests", "compat", "mcp", "langchain"]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.default_venv_backend = "uv|virtualenv"
 
@@ -56,6 +56,45 @@ LEGS: dict[str, list[str]] = {
 for _line, _mcp in (("1", "mcp==1.30.0"), ("2", "mcp==2.3.0")):
     LEGS[f"mcp-{_line}"] = [*LEGS["httpx2"], _mcp]
 
+# LangChain and LangGraph (issue 15): the spec's floors (langchain-core 0.3.67, langgraph 1.0.0),
+# its ceilings (1.4.1, 1.2.4) and the newest releases. langchain-openai pins the openai major:
+# 0.3.27 is the last to take langchain-core 0.3.67, and it needs openai 1.x, so these legs
+# install pyrula without its extras (`PLAIN`) and bring their own test tools.
+_LANGCHAIN_BASE = [
+    "pytest>=8,<10",
+    "pytest-xdist>=3.5,<4",
+    "hypothesis>=6.100,<7",
+    "anthropic>=0.47,<1",
+    "google-genai>=1.46,<3",
+    "boto3>=1.38,<2",
+]
+LANGCHAIN = {
+    "floor": [
+        "langchain-core==0.3.67",
+        "langgraph==1.0.0",
+        "langchain-openai==0.3.27",
+        "openai==1.109.1",
+        "langchain-anthropic==0.3.16",
+    ],
+    "ceiling": [
+        "langchain-core==1.4.1",
+        "langgraph==1.2.4",
+        "langchain-openai==1.2.2",
+        "openai>=2.2,<3",
+        "langchain-anthropic==1.4.4",
+    ],
+    "newest": [
+        "langchain-core<2",
+        "langgraph<2",
+        "langchain-openai<2",
+        "openai>=2.2,<3",
+        "langchain-anthropic<2",
+    ],
+}
+for _name, _wanted in LANGCHAIN.items():
+    LEGS[f"langchain-{_name}"] = [*_LANGCHAIN_BASE, *_wanted]
+PLAIN = {f"langchain-{name}" for name in LANGCHAIN}
+
 # Which leg's requests go over `httpx2` (openai 3.x, anthropic 2.x) or `httpx` (2.x, 0.x).
 STACK_OF = {
     "httpx2": "httpx2",
@@ -66,21 +105,26 @@ STACK_OF = {
     "instructor-openai3": "httpx2",
     "mcp-1": "httpx2",
     "mcp-2": "httpx2",
+    **{leg: "httpx" for leg in PLAIN},
 }
 COMPAT_LEGS = ["floors", "locked", "dedicated", "instructor-openai3"]
 
 
-def _install(session: nox.Session, leg: str, *extras: str) -> None:
-    extra = ",".join(("dev", *extras))
-    session.install("-e", f".[{extra}]", *LEGS[leg], "-c", f"constraints/{leg}.txt")
+def _project(leg: str) -> str:
+    return "." if leg in PLAIN else ".[dev,gemini]"
+
+
+def _install(session: nox.Session, leg: str) -> None:
+    session.install("-e", _project(leg), *LEGS[leg], "-c", f"constraints/{leg}.txt")
     session.run("python", "-c", _VERSIONS, leg)
 
 
 # Printed by each leg: the exact versions it runs (CI's log is the record of what was tested).
 _VERSIONS = (
     "import sys; from importlib import metadata as m\n"
-    "names = ('openai', 'anthropic', 'google-genai', 'boto3', 'instructor', 'mcp', 'httpx',"
-    " 'httpx2')\n"
+    "names = ('openai', 'anthropic', 'google-genai', 'boto3', 'instructor', 'mcp',"
+    " 'langchain-core', 'langgraph', 'langchain-openai', 'langchain-anthropic',"
+    " 'httpx', 'httpx2')\n"
     "have = {d.metadata['Name'].lower(): d.version for d in m.distributions()}\n"
     "print(f'leg {sys.argv[1]}: ' + ', '.join(f'{n} {have[n]}' for n in names if n in have))"
 )
@@ -130,6 +174,20 @@ def mcp(session: nox.Session, line: str) -> None:
     )
 
 
+@nox.session
+@nox.parametrize("versions", list(LANGCHAIN))
+def langchain(session: nox.Session, versions: str) -> None:
+    """LangChain and LangGraph integrations on the spec's floors, ceilings and the newest."""
+    _install(session, f"langchain-{versions}")
+    session.run(
+        "pytest",
+        "-q",
+        "tests/agents/integrations",
+        *session.posargs,
+        env={"PYRULA_TEST_STACK": "httpx", "PYRULA_REQUIRE_LANGCHAIN": "1"},
+    )
+
+
 @nox.session(venv_backend="uv")
 def lock(session: nox.Session) -> None:
     """Resolve every leg into constraints/<leg>.txt (run it to bump a pin, then commit)."""
@@ -137,7 +195,7 @@ def lock(session: nox.Session) -> None:
     for leg, wanted in LEGS.items():
         source = f"constraints/{leg}.in"
         with open(source, "w") as out:
-            out.write("-e .[dev,gemini]\n" + "".join(f"{w}\n" for w in wanted))
+            out.write(f"-e {_project(leg)}\n" + "".join(f"{w}\n" for w in wanted))
         target = f"constraints/{leg}.txt"
         session.run("uv", "pip", "compile", "-q", "--no-header", source, "-o", target)
         with open(target) as pinned:

@@ -16,12 +16,13 @@
     │   ├── RunError
     │   │   ├── RunNotFound
     │   │   ├── RunExists
-    │   │   ├── IdempotencyConflict
+    │   │   ├── IdempotencyConflict      also a ValueError
     │   │   └── WorkflowNotRegistered
     │   ├── RunFailed                    an awaited run failed with an error not rebuilt here
     │   ├── StepFailed                   a journaled error whose own class cannot be rebuilt
     │   ├── SurfaceUnavailable           also an AttributeError: the SDK release lacks a surface
     │   ├── ToolRefused
+    │   ├── IntegrationSetupError        a LangGraph node with no checkpointer or no worker
     │   ├── VerifyMismatch               also a UserWarning: cassette mode `verify` warns with it
     │   ├── JournalCommandError          `pyrula journal` (the CLI)
     │   │   ├── UnknownRecord
@@ -187,7 +188,7 @@ class RunExists(RunError):
     """A run with that id was already submitted (pass an idempotency key to re-attach)."""
 
 
-class IdempotencyConflict(RunError):
+class IdempotencyConflict(RunError, ValueError):
     """An idempotency key was reused with a different input."""
 
 
@@ -320,3 +321,8 @@ class MaxTurnsExceeded(PyrulaError):
 class MCPToolError(PyrulaError):
     """An MCP tool answered with an error (`isError`); journaled as the tool's outcome and
     raised again as this class on a replay."""
+
+
+class IntegrationSetupError(PyrulaError):
+    """A framework integration is used in a setting it cannot work in (a LangGraph graph with no
+    checkpointer, a store no worker consumes); the message names what to add."""

@@ -1,0 +1,40 @@
+"""Framework integrations: LangChain chat models and LangGraph nodes, journaled inside runs.
+
+`from pyrula.agents.integrations import durable_chat_model, as_langgraph_node`. Each name loads
+its framework on first use, so this package imports without either installed; a missing one
+is named with the extra that brings it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what IDEs and type checkers see; at run time each loads on first use
+    from pyrula.agents.integrations.chat_model import DurableChatModel, durable_chat_model
+    from pyrula.agents.integrations.langgraph_node import as_langgraph_node
+
+__all__ = ["DurableChatModel", "as_langgraph_node", "durable_chat_model"]
+
+# Name -> (module, the extra that brings its framework).
+_LAZY: dict[str, tuple[str, str]] = {
+    "durable_chat_model": ("chat_model", "agents,langchain"),
+    "DurableChatModel": ("chat_model", "agents,langchain"),
+    "as_langgraph_node": ("langgraph_node", "agents,langgraph"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, extra = _LAZY[name]
+    try:
+        loaded = importlib.import_module(f"{__name__}.{module}")
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("pyrula"):
+            raise
+        raise ImportError(
+            f"{name} needs {exc.name}, which is not installed; install it with "
+            f'`pip install "pyrula[{extra}]"`'
+        ) from exc
+    return getattr(loaded, name)
