@@ -21,6 +21,7 @@
     │   ├── RunFailed                    an awaited run failed with an error not rebuilt here
     │   ├── StepFailed                   a journaled error whose own class cannot be rebuilt
     │   ├── ToolRefused
+    │   ├── NotYetSupported              also a NotImplementedError: names what to use instead
     │   ├── VerifyMismatch               also a UserWarning: cassette mode `verify` warns with it
     │   ├── JournalCommandError          `pyrula journal` (the CLI)
     │   │   ├── UnknownRecord
@@ -279,3 +280,8 @@ class ProxyError(PyrulaError):
 
 class ConfigError(ProxyError):
     """A proxy option is invalid or unsafe."""
+
+
+class NotYetSupported(PyrulaError, NotImplementedError):
+    """A documented part of an integration that is not built yet; the message names what to use
+    instead."""

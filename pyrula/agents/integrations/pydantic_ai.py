@@ -42,7 +42,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.tools import AgentDepsT, RunContext
 
 from pyrula.agents.integrations._pydantic_ai_units import model_request_unit, tool_unit
-from pyrula.errors import DurableInvocationCancelled
+from pyrula.errors import DurableInvocationCancelled, NotYetSupported
 from pyrula.runtime.calls import current_run
 
 __all__ = ["PyrulaDurability"]
@@ -52,6 +52,17 @@ def in_journaled_run() -> bool:
     """Whether a run's body is executing here, outside any step or tool body."""
     run = current_run()
     return run.in_run and run.scope.within == "run" and not run.bypassed
+
+
+def _refuse_withheld_results() -> None:
+    attempt = current_run().attempt
+    if attempt is not None and attempt.run.capture != "io":
+        raise NotYetSupported(
+            f"run {attempt.run.id} has capture={attempt.run.capture!r}: PyrulaDurability replays "
+            "a model response or tool result from the run's journal, and withholding them below "
+            "the io capture level is not built yet; submit the run with capture='io', or call "
+            "the provider through a journaled client (pyrula.agents.compat) in a plain body"
+        )
 
 
 class _PyrulaBackend(CallableOperationBackend[None]):
@@ -76,6 +87,7 @@ class _PyrulaBackend(CallableOperationBackend[None]):
         if isinstance(operation_id, EventStreamHandlerId) or not in_journaled_run():
             # The handler runs on every attempt: a replay hands it the rebuilt events again.
             return await body()
+        _refuse_withheld_results()
         if isinstance(operation_id, ModelRequestId):
             return await model_request_unit(name, operation_id.model_name, cache_key, body)
         return await tool_unit(name, body)
@@ -134,7 +146,7 @@ class PyrulaDurability(BaseDurabilityCapability[AgentDepsT]):
     def _model_stream_event_handler(self) -> EventStreamHandler[AgentDepsT] | None:
         # Nothing is handed over live inside the journaled call: the events go to the handler
         # from the run's side, after the call, on a replay as on the first run.
-        return None if in_journaled_run() else super()._model_stream_event_handler()
+        return None if current_run().in_run else super()._model_stream_event_handler()
 
     async def wrap_run_event_stream(
         self,

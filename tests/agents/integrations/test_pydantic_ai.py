@@ -25,6 +25,7 @@ from tests.agents.integrations.support import (
     model_for,
     triage_agent,
 )
+from tests.fakes.openai_api import chat_chunks
 from tests.fakes.provider import Upstream
 from tests.fakes.server import Script, Seen, Server
 from tests.runtime.support import WorkerProcess, drive, new_store
@@ -277,3 +278,74 @@ def test_outside_a_run_the_agent_is_unchanged(tmp_path):
     result = triage_agent(_model("anthropic", upstream), str(tmp_path)).run_sync("T-42")
     assert result.output.model_dump() == VERDICT
     assert len(upstream.calls) == len(TURNS)
+
+
+# -- streaming: one journaled call; the handler gets its events after it, and on a replay --------
+
+
+def test_run_stream_and_the_event_handler_are_served_whole_and_replayed(tmp_path):
+    def reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
+        usage = {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
+        return 200, {"content-type": "text/event-stream"}, chat_chunks(
+            ["Pong ", "from ", "the stream"], role=True, usage=usage
+        )
+
+    upstream = Upstream(httpx2, reply)
+    handled: list[list[str]] = []
+
+    async def handler(ctx: Any, events: Any) -> None:
+        async for event in events:
+            handled[-1].append(type(event).__name__)
+
+    @workflow(name="pai_stream")
+    async def body(ctx: Any) -> list[Any]:
+        handled.append([])
+        pai = Agent(
+            _model("openai", upstream),
+            name="streamer",
+            capabilities=[PyrulaDurability(event_stream_handler=handler)],
+        )
+        async with pai.run_stream("Ping?") as streamed:
+            deltas = [text async for text in streamed.stream_text(delta=True)]
+        ran = await pai.run("Ping again?")
+        if ctx.attempt == 1:
+            raise RuntimeError("fail once, to replay")
+        return [deltas, ran.output]
+
+    store = new_store()
+    handle = submit(body, store=store)
+    drive(store)
+    resume(handle.id, store=store)
+    drive(store)
+    record = RunStore(store).get(handle.id)
+    assert record.status == "completed", record.error
+    # run_stream hands the response over whole: one piece, not three deltas.
+    assert record.result == [["Pong from the stream"], "Pong from the stream"]
+    assert len(upstream.calls) == 2  # the replay sent nothing
+    live, replayed = handled
+    assert "PartDeltaEvent" not in live  # events after the call, no deltas
+    assert live.count("PartStartEvent") == 2 and live.count("PartEndEvent") == 2  # one per call
+    assert replayed == live  # rebuilt from the record, handled again
+
+
+# -- capture below io ---------------------------------------------------------------------------
+
+
+def test_below_io_capture_the_agent_is_refused_and_the_error_keeps_only_its_type(tmp_path):
+    upstream = _upstream("openai")
+
+    @workflow(name="pai_metadata")
+    async def body(ctx: Any) -> str:
+        secret = "ticket body: the CEO's password is hunter2"
+        return (await triage_agent(_model("openai", upstream), str(tmp_path)).run(secret)).output
+
+    store = new_store()
+    handle = submit(body, store=store, capture="metadata")
+    drive(store)
+    record = RunStore(store).get(handle.id)
+    assert record.status == "failed"
+    assert record.error["type"] == "NotYetSupported"
+    assert "message" not in record.error  # only the type is kept below io
+    assert upstream.calls == []
+    journal_text = json.dumps([e.payload for e in RunStore(store).events(handle.id)])
+    assert "hunter2" not in journal_text
