@@ -23,6 +23,7 @@
     │   ├── ToolRefused
     │   ├── NotYetSupported              also a NotImplementedError: names what to use instead
     │   ├── VerifyMismatch               also a UserWarning: cassette mode `verify` warns with it
+    │   ├── UnjournaledWork              also a UserWarning: a framework's work the run won't replay
     │   ├── JournalCommandError          `pyrula journal` (the CLI)
     │   │   ├── UnknownRecord
     │   │   ├── AmbiguousRecord
@@ -285,3 +286,8 @@ class ConfigError(ProxyError):
 class NotYetSupported(PyrulaError, NotImplementedError):
     """A documented part of an integration that is not built yet; the message names what to use
     instead."""
+
+
+class UnjournaledWork(UserWarning, PyrulaError):
+    """Warned inside a run about work a framework does outside the journal (sent again, or lost,
+    on a resume); the message names what to use instead."""

@@ -8,6 +8,8 @@ from typing import Any
 # name -> the module (under this package) that defines it
 _LAZY = {
     "PyrulaDurability": "pydantic_ai",
+    "PyrulaRunHooks": "openai_agents",
+    "use_journaled_client": "openai_agents",
 }
 
 __all__ = sorted(_LAZY)
