@@ -37,10 +37,32 @@ from pyrula.runtime.calls import current_run
 __all__ = ["PyrulaRunHooks", "unjournaled", "use_journaled_client"]
 
 
+class _StreamsThroughCreate:
+    """`client.responses` without `with_streaming_response`, which a run refuses (its replay
+    would call the provider again): the SDK then streams through `responses.create(stream=True)`,
+    which the drop-in journals frame by frame."""
+
+    with_streaming_response = None
+
+    def __init__(self, resource: Any) -> None:
+        self._resource = resource
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._resource, name)
+
+
 def use_journaled_client(client: AsyncOpenAI | None = None) -> AsyncOpenAI:
     """Make `client` (a journaled `AsyncOpenAI`, built with the SDK's defaults if omitted) the
-    OpenAI Agents SDK's default client; it is not used to export traces."""
+    OpenAI Agents SDK's default client; it is not used to export traces. `Runner.run_streamed`
+    then streams through `responses.create(stream=True)`, journaled."""
     client = client if client is not None else AsyncOpenAI()
+    if not isinstance(client, AsyncOpenAI):
+        raise TypeError(
+            "use_journaled_client takes pyrula.agents.compat.openai.AsyncOpenAI (or "
+            "journaled(client)); a plain openai.AsyncOpenAI is not journaled"
+        )
+    if not isinstance(vars(client).get("responses"), _StreamsThroughCreate):
+        vars(client)["responses"] = _StreamsThroughCreate(client.responses)
     agents.set_default_openai_client(client, use_for_tracing=False)
     return client
 

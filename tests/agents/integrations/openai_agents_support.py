@@ -91,17 +91,33 @@ def frames_for(body: dict[str, Any]) -> tuple[dict[str, str], list[bytes]]:
     ]
 
 
-def journaled_client(base_url: str, folder: str | None = None, http: Any = None) -> AsyncOpenAI:
-    """The recipe's client: the journaled AsyncOpenAI, set as the SDK's default."""
+class _ToStandIn(httpx2.AsyncBaseTransport):
+    """Sends what is addressed to api.openai.com to the stand-in at `url` (the SDK puts its
+    random `prompt_cache_key` only in requests to the official host)."""
+
+    def __init__(self, url: str) -> None:
+        self._target = httpx2.URL(url)
+        self._inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request: Any) -> Any:
+        request.url = request.url.copy_with(
+            scheme=self._target.scheme, host=self._target.host, port=self._target.port
+        )
+        return await self._inner.handle_async_request(request)
+
+
+def journaled_client(url: str, folder: str | None = None, http: Any = None) -> AsyncOpenAI:
+    """The recipe's client: the journaled AsyncOpenAI, addressed to the official host (served by
+    the stand-in at `url`, or by `http`), set as the SDK's default."""
     if http is None:
         hooks: dict[str, Any] = {}
         if folder is not None:
             async def before(request: Any) -> None:
                 arrive(folder)
             hooks = {"request": [before]}
-        http = httpx2.AsyncClient(event_hooks=hooks)
-    client = AsyncOpenAI(api_key="sk-test", base_url=f"{base_url}/v1", http_client=http,
-                         max_retries=0)
+        http = httpx2.AsyncClient(event_hooks=hooks, transport=_ToStandIn(url))
+    client = AsyncOpenAI(api_key="sk-test", base_url="https://api.openai.com/v1",
+                         http_client=http, max_retries=0)
     agents.set_tracing_disabled(True)  # trace export would leave the journal (and the machine)
     use_journaled_client(client)
     return client

@@ -44,7 +44,7 @@ def _upstream() -> Upstream:
     return Upstream(httpx2, reply)
 
 
-@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("seed", range(1))
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
 def test_sigkill_at_seeded_points_repeats_no_model_call_and_the_tool_effect_once(
     tmp_path, streamed, seed
@@ -76,9 +76,10 @@ def test_sigkill_at_seeded_points_repeats_no_model_call_and_the_tool_effect_once
         assert record.result == ANSWER
         assert server.count() == MODEL_CALLS  # zero repeated provider calls
         assert effects(tmp_path) == ["filed T-42"]  # the tool's effect once
-        # Every run of the SDK draws its own prompt_cache_key; it never breaks the replay.
-        keys = {seen.json().get("prompt_cache_key") for seen in server.seen}
-        assert None not in keys
+        # Each Runner.run draws a random prompt_cache_key (so each attempt sent its own); a
+        # resumed run replayed the calls journaled under another key all the same.
+        keys = [seen.json().get("prompt_cache_key") or "" for seen in server.seen]
+        assert all(key.startswith("agents-sdk:run:") for key in keys), keys
         store.close()
 
 
@@ -99,6 +100,7 @@ def test_a_changed_instruction_on_resume_raises_replay_input_changed(tmp_path):
     handle = submit(body, store=store)
     drive(store)
     assert len(upstream.calls) == MODEL_CALLS
+    assert all(call["prompt_cache_key"].startswith("agents-sdk:run:") for call in upstream.calls)
     resume(handle.id, store=store)
     drive(store)
     record = RunStore(store).get(handle.id)
