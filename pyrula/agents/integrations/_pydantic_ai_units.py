@@ -11,15 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from pydantic import TypeAdapter
 from pydantic_ai.messages import ModelMessagesTypeAdapter
 
 from pyrula.errors import ReplayInputChanged
 from pyrula.runtime import WorkflowContext, prices
 from pyrula.runtime.calls import bypassed, current_run
 
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
 # Fields of a Pydantic AI message that differ between two asks of the same thing.
 _VOLATILE = frozenset({"timestamp", "run_id", "conversation_id"})
 
@@ -42,14 +45,17 @@ def request_digest(cache_key: tuple[object, ...]) -> str:
         dumped = repr(messages)
     rest = [_jsonable(part) for part in cache_key[2:4]]
     text = json.dumps(_stable([dumped, rest]), sort_keys=True, default=repr)
+    # A repr that names an object's address differs between processes: never compare it.
+    text = _ADDRESS.sub("", text)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, str | int | float | bool | list | dict):
-        return value
-    dump = getattr(value, "__dict__", None)
-    return {k: repr(v) for k, v in sorted(dump.items())} if isinstance(dump, dict) else repr(value)
+    """Settings and request parameters as JSON where pydantic can dump them, else their repr."""
+    try:
+        return TypeAdapter(type(value)).dump_python(value, mode="json")
+    except Exception:
+        return repr(value)
 
 
 def _max_tokens(cache_key: tuple[object, ...]) -> int | None:

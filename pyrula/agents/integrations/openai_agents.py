@@ -26,7 +26,7 @@ from typing import Any
 
 import agents
 from agents import RunHooks
-from agents.models import _openai_shared
+from agents.models import _openai_shared  # the SDK's only home for its default client
 from agents.tracing import get_current_trace
 from agents.tracing.traces import NoOpTrace
 
