@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pyrula.agents import AgentContext, AgentLimits, agent
-from tests.agents.integrations.support import model_for, triage_agent
+from tests.agents.integrations.pydantic_ai_support import model_for, triage_agent
 
 
 @agent(name="pai_triage", limits=AgentLimits(max_llm_calls=10))

@@ -19,7 +19,7 @@ from pyrula.agents.integrations import PyrulaDurability
 from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, cancel, resume, submit
 from pyrula.workflows import workflow
-from tests.agents.integrations.support import (
+from tests.agents.integrations.pydantic_ai_support import (
     TURNS,
     frames_for,
     model_for,
