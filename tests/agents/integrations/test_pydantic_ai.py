@@ -213,8 +213,10 @@ def test_an_agent_holds_its_caps_and_a_workflow_only_meters(tmp_path, provider):
     drive(store)
     journal = RunStore(store)
     assert journal.get(held.id).status == "budget_exceeded"
-    assert journal.get(held.id).error["code"] == "max_llm_calls" or journal.get(held.id).error
+    error = journal.get(held.id).error
+    assert (error["type"], error["limit"]) == ("BudgetExceeded", "max_llm_calls")
     assert len(_events(store, held.id, "llm:done")) == 2
+    assert len(upstream.calls) == 2 + len(TURNS)  # the refused third call was never sent
     assert journal.get(free.id).status == "completed"
     done = _events(store, free.id, "llm:done")
     assert len(done) == len(TURNS)
