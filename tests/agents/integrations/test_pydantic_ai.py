@@ -272,6 +272,7 @@ def test_a_toolset_passed_to_run_is_refused_inside_a_run(tmp_path):
     drive(store)
     record = RunStore(store).get(handle.id)
     assert record.status == "failed"
+    assert record.error["type"] == "UserError" and "toolsets" in record.error["message"].lower()
     assert upstream.calls == []
 
 
