@@ -11,7 +11,15 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "tests", "compat", "mcp", "langchain"]
+nox.options.sessions = [
+    "lint",
+    "tests",
+    "compat",
+    "mcp",
+    "langchain",
+    "pydantic_ai",
+    "openai_agents",
+]
 nox.options.reuse_existing_virtualenvs = True
 nox.options.default_venv_backend = "uv|virtualenv"
 
@@ -95,6 +103,20 @@ for _name, _wanted in LANGCHAIN.items():
     LEGS[f"langchain-{_name}"] = [*_LANGCHAIN_BASE, *_wanted]
 PLAIN = {f"langchain-{name}" for name in LANGCHAIN}
 
+# PyrulaDurability: the spec's tested range (pydantic-ai-slim 2.62 - 2.63) and the newest release,
+# on the httpx2 stack its models use. The OpenAI Agents SDK recipe: openai-agents 0.24 needs
+# openai 3 (the spec tests it on 3.41).
+PYDANTIC_AI = {"2.62": "==2.62.0", "2.63": "==2.63.0", "newest": ">=2.62,<3"}
+for _name, _pin in PYDANTIC_AI.items():
+    LEGS[f"pydantic-ai-{_name}"] = [*LEGS["httpx2"], f"pydantic-ai-slim[openai,anthropic]{_pin}"]
+LEGS["openai-agents"] = [
+    "openai-agents==0.24.0",
+    "openai==3.41.0",
+    "anthropic>=2.3,<3",
+    "google-genai>=3,<4",
+    "boto3>=1.38,<2",
+]
+
 # Which leg's requests go over `httpx2` (openai 3.x, anthropic 2.x) or `httpx` (2.x, 0.x).
 STACK_OF = {
     "httpx2": "httpx2",
@@ -106,6 +128,8 @@ STACK_OF = {
     "mcp-1": "httpx2",
     "mcp-2": "httpx2",
     **{leg: "httpx" for leg in PLAIN},
+    **{f"pydantic-ai-{name}": "httpx2" for name in PYDANTIC_AI},
+    "openai-agents": "httpx2",
 }
 COMPAT_LEGS = ["floors", "locked", "dedicated", "instructor-openai3"]
 
@@ -124,6 +148,7 @@ _VERSIONS = (
     "import sys; from importlib import metadata as m\n"
     "names = ('openai', 'anthropic', 'google-genai', 'boto3', 'instructor', 'mcp',"
     " 'langchain-core', 'langgraph', 'langchain-openai', 'langchain-anthropic',"
+    " 'pydantic-ai-slim', 'openai-agents',"
     " 'httpx', 'httpx2')\n"
     "have = {d.metadata['Name'].lower(): d.version for d in m.distributions()}\n"
     "print(f'leg {sys.argv[1]}: ' + ', '.join(f'{n} {have[n]}' for n in names if n in have))"
@@ -155,7 +180,15 @@ def compat(session: nox.Session, versions: str) -> None:
 @nox.session
 def lint(session: nox.Session) -> None:
     # mypy checks the Gemini drop-in against google-genai's own types.
-    session.install("-e", ".[dev,gemini,mcp]", *LEGS["httpx2"], "-c", "constraints/httpx2.txt")
+    # ... and the framework integrations against the frameworks' own types.
+    session.install(
+        "-e",
+        ".[dev,gemini,mcp,pydantic-ai]",
+        "openai-agents>=0.24,<0.25",
+        *LEGS["httpx2"],
+        "-c",
+        "constraints/httpx2.txt",
+    )
     session.run("ruff", "check", ".")
     session.run("mypy", "pyrula", "fingerprints", "proxy")
 
@@ -185,6 +218,37 @@ def langchain(session: nox.Session, versions: str) -> None:
         "tests/agents/integrations",
         *session.posargs,
         env={"PYRULA_TEST_STACK": "httpx", "PYRULA_REQUIRE_LANGCHAIN": "1"},
+    )
+
+
+@nox.session
+@nox.parametrize("release", list(PYDANTIC_AI))
+def pydantic_ai(session: nox.Session, release: str) -> None:
+    """PyrulaDurability on the spec's Pydantic AI releases and the newest."""
+    _install(session, f"pydantic-ai-{release}")
+    session.run(
+        "pytest",
+        "-n",
+        "2",
+        "-q",
+        "tests/agents/integrations/test_pydantic_ai.py",
+        *session.posargs,
+        env={"PYRULA_TEST_STACK": "httpx2"},
+    )
+
+
+@nox.session
+def openai_agents(session: nox.Session) -> None:
+    """The OpenAI Agents SDK recipe on openai-agents 0.24 and openai 3.41."""
+    _install(session, "openai-agents")
+    session.run(
+        "pytest",
+        "-n",
+        "2",
+        "-q",
+        "tests/agents/integrations/test_openai_agents.py",
+        *session.posargs,
+        env={"PYRULA_TEST_STACK": "httpx2"},
     )
 
 

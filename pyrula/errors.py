@@ -23,7 +23,9 @@
     │   ├── SurfaceUnavailable           also an AttributeError: the SDK release lacks a surface
     │   ├── ToolRefused
     │   ├── IntegrationSetupError        a LangGraph node with no checkpointer or no worker
+    │   ├── NotYetSupported              also a NotImplementedError: names what to use instead
     │   ├── VerifyMismatch               also a UserWarning: cassette mode `verify` warns with it
+    │   ├── UnjournaledWork              also a UserWarning: a framework's work the run won't replay
     │   ├── JournalCommandError          `pyrula journal` (the CLI)
     │   │   ├── UnknownRecord
     │   │   ├── AmbiguousRecord
@@ -326,3 +328,13 @@ class MCPToolError(PyrulaError):
 class IntegrationSetupError(PyrulaError):
     """A framework integration is used in a setting it cannot work in (a LangGraph graph with no
     checkpointer, a store no worker consumes); the message names what to add."""
+
+
+class NotYetSupported(PyrulaError, NotImplementedError):
+    """A documented part of an integration that is not built yet; the message names what to use
+    instead."""
+
+
+class UnjournaledWork(UserWarning, PyrulaError):
+    """Warned inside a run about work a framework does outside the journal (sent again, or lost,
+    on a resume); the message names what to use instead."""

@@ -23,7 +23,7 @@ from pyrula.agents import (
 )
 from pyrula.agents.integrations import DurableChatModel, durable_chat_model
 from pyrula.runtime import answer, cancel
-from tests.agents.integrations.support import chat_openai, chat_upstream
+from tests.agents.integrations.langchain_support import chat_openai, chat_upstream
 from tests.fakes.anthropic_api import upstream as anthropic_upstream
 from tests.fakes.openai_api import chat_sse
 from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply, sse_reply

@@ -17,7 +17,7 @@ from langgraph.types import Command
 from pyrula.agents.integrations import as_langgraph_node
 from pyrula.journal.store import open_store
 from pyrula.runtime import RunStore
-from tests.agents.integrations.support import reply_for
+from tests.agents.integrations.langchain_support import reply_for
 from tests.fakes.server import Server, serving
 from tests.runtime.support import WorkerProcess, wait_until
 
