@@ -117,6 +117,15 @@ LEGS["openai-agents"] = [
     "boto3>=1.38,<2",
 ]
 
+# Lint type-checks every integration against its framework's own types, so it installs them all.
+LEGS["lint"] = [
+    "openai>=3.41,<4",
+    "anthropic>=2.3,<3",
+    "google-genai>=3,<4",
+    "boto3>=1.38,<2",
+    "openai-agents>=0.24,<0.25",
+]
+
 # Which leg's requests go over `httpx2` (openai 3.x, anthropic 2.x) or `httpx` (2.x, 0.x).
 STACK_OF = {
     "httpx2": "httpx2",
@@ -135,7 +144,9 @@ COMPAT_LEGS = ["floors", "locked", "dedicated", "instructor-openai3"]
 
 
 def _project(leg: str) -> str:
-    return "." if leg in PLAIN else ".[dev,gemini]"
+    if leg in PLAIN:
+        return "."
+    return ".[dev,gemini,mcp,pydantic-ai]" if leg == "lint" else ".[dev,gemini]"
 
 
 def _install(session: nox.Session, leg: str) -> None:
@@ -181,14 +192,7 @@ def compat(session: nox.Session, versions: str) -> None:
 def lint(session: nox.Session) -> None:
     # mypy checks the Gemini drop-in against google-genai's own types.
     # ... and the framework integrations against the frameworks' own types.
-    session.install(
-        "-e",
-        ".[dev,gemini,mcp,pydantic-ai]",
-        "openai-agents>=0.24,<0.25",
-        *LEGS["httpx2"],
-        "-c",
-        "constraints/httpx2.txt",
-    )
+    _install(session, "lint")
     session.run("ruff", "check", ".")
     session.run("mypy", "pyrula", "fingerprints", "proxy")
 

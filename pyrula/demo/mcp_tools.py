@@ -3,17 +3,11 @@ which notes each call in the file named by $PYRULA_DEMO_EFFECTS, so the demo can
 
 from __future__ import annotations
 
+import importlib
 import os
-
-try:  # mcp 1.x
-    from mcp.server.fastmcp import FastMCP as Server
-except ImportError:  # mcp 2.x
-    from mcp.server.mcpserver import MCPServer as Server  # type: ignore[no-redef]
-
-server = Server("pyrula-demo-carrier", log_level="WARNING")
+from typing import Any
 
 
-@server.tool()
 def carrier_eta(order: str) -> str:
     """When the carrier expects to deliver an order."""
     with open(os.environ.get("PYRULA_DEMO_EFFECTS", os.devnull), "a") as effects:
@@ -21,5 +15,16 @@ def carrier_eta(order: str) -> str:
     return "the carrier expects it on Thursday"
 
 
+def _server() -> Any:
+    """The mcp SDK's high-level server: `FastMCP` on 1.x, `MCPServer` on 2.x."""
+    try:
+        cls = importlib.import_module("mcp.server.fastmcp").FastMCP
+    except (ImportError, AttributeError):
+        cls = importlib.import_module("mcp.server.mcpserver").MCPServer
+    server = cls("pyrula-demo-carrier", log_level="WARNING")
+    server.tool()(carrier_eta)
+    return server
+
+
 if __name__ == "__main__":
-    server.run(transport="stdio")
+    _server().run(transport="stdio")

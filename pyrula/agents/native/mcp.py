@@ -11,6 +11,7 @@ a session of its own, so a run holds no connection across a crash.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import sys
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
@@ -87,19 +88,20 @@ class MCPServerHTTP:
     @contextlib.asynccontextmanager
     async def session(self) -> AsyncIterator[Any]:
         mcp = _sdk()
-        import httpx
         from mcp.client import streamable_http
 
+        # The HTTP stack the SDK is built on: httpx for mcp 1.x, httpx2 for 2.x.
+        lib: Any = getattr(streamable_http, "httpx2", None) or importlib.import_module("httpx")
+        sdk: Any = streamable_http
         async with contextlib.AsyncExitStack() as stack:
-            if hasattr(streamable_http, "streamable_http_client"):  # mcp >= 1.24, and 2.x
+            opened: Any
+            if hasattr(sdk, "streamable_http_client"):  # mcp >= 1.24, and 2.x
                 http = await stack.enter_async_context(
-                    httpx.AsyncClient(
-                        headers=dict(self.headers), timeout=httpx.Timeout(30, read=300)
-                    )
+                    lib.AsyncClient(headers=dict(self.headers), timeout=lib.Timeout(30, read=300))
                 )
-                opened = streamable_http.streamable_http_client(self.url, http_client=http)
+                opened = sdk.streamable_http_client(self.url, http_client=http)
             else:
-                opened = streamable_http.streamablehttp_client(self.url, headers=dict(self.headers))
+                opened = sdk.streamablehttp_client(self.url, headers=dict(self.headers))
             streams = await stack.enter_async_context(opened)
             read, write = streams[0], streams[1]
             session = await stack.enter_async_context(mcp.ClientSession(read, write))
