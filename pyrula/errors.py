@@ -21,6 +21,10 @@
     │   ├── RunFailed                    an awaited run failed with an error not rebuilt here
     │   ├── StepFailed                   a journaled error whose own class cannot be rebuilt
     │   ├── ToolRefused
+    │   ├── ToolRegistrationError        a tool cannot be served as declared (MCP)
+    │   ├── AtomicToolViolation          an MCP tool body tried a durable orchestration call
+    │   ├── ToolServerUnavailable        the MCP tool server's store or worker is missing
+    │   ├── NotYetSupported              a part not built yet; the message names what to use
     │   ├── VerifyMismatch               also a UserWarning: cassette mode `verify` warns with it
     │   ├── JournalCommandError          `pyrula journal` (the CLI)
     │   │   ├── UnknownRecord
@@ -279,3 +283,22 @@ class ProxyError(PyrulaError):
 
 class ConfigError(ProxyError):
     """A proxy option is invalid or unsafe."""
+
+
+class ToolRegistrationError(PyrulaError):
+    """A tool cannot be served as asked (an MCP tool that would need a reviewer, two tools of one
+    name, a tool that is not a `@tool` or plain function); the message says what to change."""
+
+
+class AtomicToolViolation(PyrulaError):
+    """A tool served over MCP is one atomic step: its body called `ctx.step`, `ctx.interrupt`,
+    a timer, a signal or a child run. Do that orchestration in a workflow that calls the tool."""
+
+
+class ToolServerUnavailable(PyrulaError):
+    """The durable tool server could not run a call: its store cannot be used, or no worker took
+    the run within the server's `worker_timeout`. The message says what to start or fix."""
+
+
+class NotYetSupported(PyrulaError):
+    """A part of an integration that is not built yet; the message names what to use instead."""

@@ -14,7 +14,7 @@ from pyrula.runtime.context import AgentContext, ToolContext, WorkflowContext
 from pyrula.runtime.limits import AgentLimits
 from pyrula.runtime.metering import prices
 from pyrula.runtime.ratelimit import LLMRate
-from pyrula.runtime.registry import Definition, agent, tool, workflow
+from pyrula.runtime.registry import Definition, ToolDefinition, agent, tool, workflow
 from pyrula.runtime.runstore import Event, RunRecord, RunStore
 from pyrula.runtime.worker import Worker
 
@@ -28,6 +28,7 @@ __all__ = [
     "RunRecord",
     "RunStore",
     "ToolContext",
+    "ToolDefinition",
     "ToolRefused",
     "Worker",
     "WorkflowContext",
