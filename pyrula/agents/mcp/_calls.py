@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 
+from pyrula.agents.mcp._tools import ServedTool
 from pyrula.errors import (
     DurableInvocationCancelled,
     IdempotencyConflict,
@@ -16,8 +17,6 @@ from pyrula.errors import (
     ToolServerUnavailable,
 )
 from pyrula.runtime import RunHandle, cancel, submit
-
-from ._tools import ServedTool
 
 _ENDED = frozenset({"completed", "failed", "cancelled", "budget_exceeded"})
 
@@ -83,7 +82,7 @@ async def outcome(handle: RunHandle, served: ServedTool, options: CallOptions) -
             record = handle.record
             if record.status in _ENDED:
                 return await handle.result()
-            if record.cancel_requested:
+            if handle.journal.cancel_requested(handle.id):
                 raise DurableInvocationCancelled(
                     f"run {handle.id} (tool {served.name!r}) was cancelled"
                 )

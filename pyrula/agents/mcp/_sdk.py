@@ -9,10 +9,9 @@ from typing import Any
 
 import anyio
 
-from pyrula.errors import IdempotencyConflict, ToolServerUnavailable
-
-from ._calls import CallOptions, cancel_run, outcome, start
-from ._tools import ServedTool
+from pyrula.agents.mcp._calls import CallOptions, cancel_run, outcome, start
+from pyrula.agents.mcp._tools import ServedTool
+from pyrula.errors import IdempotencyConflict, JournalRefusal, ToolServerUnavailable
 
 _EXTRA = 'pip install "pyrula[agents]" (or pip install "mcp>=1.24,<3")'
 _CONTEXT_PARAM = "pyrula_mcp_context"
@@ -113,7 +112,7 @@ def _handler(
             if _cancel_notified(ctx):
                 cancel_run(store, handle.id)
             raise
-        except Exception as exc:
+        except (Exception, JournalRefusal) as exc:  # cancelled or over budget: BaseExceptions
             raise tool_error(_describe(exc)) from exc
 
     parameters = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in served.parameters]

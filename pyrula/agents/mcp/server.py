@@ -7,12 +7,11 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from pyrula.agents.mcp._calls import CallOptions, unavailable
+from pyrula.agents.mcp._sdk import IDENTITY_SCOPE_KEY, Callback, build_sdk_server
+from pyrula.agents.mcp._tools import ServedTool, register_tools
 from pyrula.errors import StoreError
 from pyrula.journal.store import Store, open_store
-
-from ._calls import CallOptions, unavailable
-from ._sdk import IDENTITY_SCOPE_KEY, Callback, build_sdk_server
-from ._tools import ServedTool, register_tools
 
 # `run_http(auth=...)`: given the request's headers, the caller's principal, or None to refuse
 # the request with 401.

@@ -1,0 +1,181 @@
+"""The real `mcp` client calling `pyrula mcp serve` over stdio, a real worker executing the calls."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+
+from pyrula.agents.mcp import build_mcp_server
+from pyrula.errors import ToolRegistrationError
+from pyrula.journal.store import open_store
+from pyrula.runtime import RunStore, cancel, tool
+from tests.agents.mcp.support import Setup, stdio, text
+from tests.runtime.support import WorkerProcess, wait_until
+
+
+@pytest.fixture(scope="module")
+def setup() -> Iterator[Setup]:
+    setup = Setup()
+    worker: WorkerProcess = setup.worker()
+    worker.wait_for("pyrula worker")
+    yield setup
+    worker.kill()
+
+
+def calls(setup: Setup, *script: tuple[str, dict[str, Any], str | None]) -> list[Any]:
+    async def main() -> list[Any]:
+        async with stdio(setup) as client:
+            return [await client.call(name, args, key) for name, args, key in script]
+
+    return anyio.run(main)
+
+
+def test_tools_list_carries_schemas_from_the_signature_and_read_only_hint(setup: Setup) -> None:
+    async def main() -> list[Any]:
+        async with stdio(setup) as client:
+            return await client.list_tools()
+
+    listed = {t.name: t for t in anyio.run(main)}
+    assert set(listed) == {"charge_card", "lookup", "ship", "refund", "explode", "nested"}
+    assert listed["lookup"].annotations.readOnlyHint is True
+    assert (
+        listed["charge_card"].annotations is None
+        or not listed["charge_card"].annotations.readOnlyHint
+    )
+    charge = listed["charge_card"].inputSchema
+    assert charge["properties"]["cents"]["type"] == "integer"
+    assert charge["required"] == ["order_id", "cents"]
+    # The context parameter is the server's to pass; a pydantic argument keeps its schema.
+    assert set(listed["lookup"].inputSchema["properties"]) == {"order_id"}
+    ship = listed["ship"].inputSchema
+    assert "Address" in str(ship) and "city" in str(ship)
+    assert listed["charge_card"].description == "Charge an order's card."
+
+
+def test_a_key_runs_the_tool_once_and_other_arguments_conflict(setup: Setup) -> None:
+    first, again, other = calls(
+        setup,
+        ("charge_card", {"order_id": "k-1", "cents": 5}, "key-1"),
+        ("charge_card", {"order_id": "k-1", "cents": 5}, "key-1"),
+        ("charge_card", {"order_id": "k-1", "cents": 7}, "key-1"),
+    )
+    assert not first.isError and '"charged": "k-1"' in text(first)
+    assert text(again) == text(first) and not again.isError
+    assert other.isError and "IdempotencyConflict" in text(other)
+    assert setup.lines("effect k-1") == ["effect k-1 5"]
+    # The key survives a reconnect: a new session (a new server process) re-attaches.
+    (later,) = calls(setup, ("charge_card", {"order_id": "k-1", "cents": 5}, "key-1"))
+    assert text(later) == text(first)
+    assert setup.lines("effect k-1") == ["effect k-1 5"]
+
+
+def test_without_a_key_each_call_is_its_own_run(setup: Setup) -> None:
+    calls(
+        setup,
+        ("charge_card", {"order_id": "nokey", "cents": 1}, None),
+        ("charge_card", {"order_id": "nokey", "cents": 1}, None),
+    )
+    assert setup.lines("effect nokey") == ["effect nokey 1", "effect nokey 1"]
+
+
+def test_tool_context_has_no_turn_and_workflow_context_tools_get_one(setup: Setup) -> None:
+    looked, shipped = calls(
+        setup,
+        ("lookup", {"order_id": "o-9"}, None),
+        ("ship", {"order_id": "o-9", "to": {"street": "1 Main", "city": "Lyon"}}, None),
+    )
+    assert '"idempotency_key": null' in text(looked)
+    assert '"run": "run_' in text(looked)
+    assert text(shipped) == "AtomicWorkflowContext shipped o-9 to Lyon"
+
+
+def test_errors_come_back_as_tool_errors_with_their_message(setup: Setup) -> None:
+    (failed,) = calls(setup, ("explode", {"message": "card declined"}, None))
+    assert failed.isError
+    assert "ValueError: card declined" in text(failed)
+
+
+def test_a_predicate_tool_fails_the_call_whose_condition_holds(setup: Setup) -> None:
+    small, large = calls(
+        setup,
+        ("refund", {"order_id": "r-1", "cents": 100}, None),
+        ("refund", {"order_id": "r-2", "cents": 50_000}, None),
+    )
+    assert not small.isError and text(small) == "refunded 100"
+    assert large.isError and "ToolRefused" in text(large)
+    assert setup.lines("effect refund") == ["effect refund r-1 100"]
+
+
+@pytest.mark.parametrize(
+    ("what", "named"),
+    [
+        ("step", "ctx.step"),
+        ("interrupt", "ctx.interrupt"),
+        ("sleep", "ctx.sleep"),
+        ("signal", "ctx.wait_signal"),
+        ("child", "ctx.run_child"),
+    ],
+)
+def test_a_tool_body_cannot_orchestrate(setup: Setup, what: str, named: str) -> None:
+    (result,) = calls(setup, ("nested", {"what": what}, None))
+    assert result.isError
+    assert f"AtomicToolViolation: {named}" in text(result)
+    assert "inside a tool served over MCP" in text(result)
+
+
+def test_requires_approval_true_is_refused_when_the_server_is_built(tmp_path: Any) -> None:
+    @tool(requires_approval=True)
+    def wire_money(to: str) -> str:
+        return to
+
+    with pytest.raises(ToolRegistrationError, match="requires_approval=True"):
+        build_mcp_server([wire_money], store=tmp_path)
+
+
+def test_a_cancel_on_the_store_ends_the_waiting_call(setup: Setup) -> None:
+    setup.gate.unlink(missing_ok=True)
+
+    async def main() -> Any:
+        async with stdio(setup) as client:
+            async with anyio.create_task_group() as tasks:
+                results: list[Any] = []
+
+                async def call() -> None:
+                    results.append(
+                        await client.call("charge_card", {"order_id": "hold-c", "cents": 3}, "c1")
+                    )
+
+                tasks.start_soon(call)
+                await anyio.to_thread.run_sync(
+                    lambda: wait_until(lambda: setup.lines("start hold-c"), "the tool to start")
+                )
+                journal = RunStore(open_store(setup.store))
+                (run,) = [
+                    r
+                    for r in journal.runs()
+                    if r.status == "running" and r.input["args"][0].get("order_id") == "hold-c"
+                ]
+                cancel(run.id, store=setup.store)
+            return results[0]
+
+    result = anyio.run(main)
+    setup.gate.touch()
+    assert result.isError and "DurableInvocationCancelled" in text(result)
+
+
+def test_no_worker_within_the_timeout_is_pyrulas_own_error() -> None:
+    lonely = Setup()
+
+    async def main() -> Any:
+        async with stdio(lonely, "--worker-timeout", "0.3") as client:
+            return await client.call("charge_card", {"order_id": "w", "cents": 1}, "w1")
+
+    result = anyio.run(main)
+    assert result.isError
+    message = text(result)
+    assert "Pyrula could not run this tool call (ToolServerUnavailable)" in message
+    assert "pyrula mcp worker --import" in message
+    assert lonely.lines() == []
