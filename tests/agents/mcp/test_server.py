@@ -1,4 +1,4 @@
-"""The real `mcp` client calling `pyrula mcp serve` over stdio, a real worker executing the calls."""
+"""The real `mcp` client calling `pyrula mcp serve` over stdio; a real worker runs the calls."""
 
 from __future__ import annotations
 
