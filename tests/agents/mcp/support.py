@@ -9,15 +9,15 @@ import socket
 import subprocess
 import sys
 import tempfile
-from collections.abc import AsyncIterator
+import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import mcp
 
-from tests.runtime.support import ROOT, WorkerProcess, wait_until
-
+ROOT = Path(__file__).parents[3]
 TOOLS = "tests.agents.mcp.tools_app:tools"
 WORKER_MODULE = "tests.agents.mcp.worker_app"
 MAJOR = 2 if hasattr(mcp, "Client") else 1
@@ -57,9 +57,9 @@ class Setup:
             return []
         return [x for x in self.log.read_text().splitlines() if x.startswith(prefix)]
 
-    def worker(self, *flags: str) -> WorkerProcess:
-        os.environ.update({"MCP_TOOL_LOG": str(self.log), "MCP_TOOL_GATE": str(self.gate)})
-        return WorkerProcess(self.store, "--create", *flags, module=WORKER_MODULE)
+    def worker(self) -> WorkerProcess:
+        """A real `pyrula worker` on the store, importing the tools (as a deployment would)."""
+        return WorkerProcess(self)
 
     def serve_command(self, *flags: str) -> list[str]:
         return [
@@ -74,6 +74,38 @@ class Setup:
             str(self.store),
             *flags,
         ]
+
+
+def wait_until(condition: Callable[[], Any], what: str, timeout: float = 60) -> None:
+    """Poll `condition` (a file, the store) until it holds; fail naming `what` if it never does."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+class WorkerProcess:
+    """`pyrula worker --import tests.agents.mcp.worker_app`, its stderr in a file."""
+
+    def __init__(self, setup: Setup) -> None:
+        self.stderr = setup.folder / f"worker-{time.monotonic_ns()}.log"
+        command = [sys.executable, "-m", "pyrula.cli.app", "worker", "--import", WORKER_MODULE]
+        with self.stderr.open("w") as err:
+            self.process = subprocess.Popen(
+                [*command, "--store", str(setup.store), "--create"],
+                cwd=ROOT,
+                env=setup.env,
+                stdin=subprocess.DEVNULL,
+                stderr=err,
+            )
+        wait_until(lambda: "pyrula worker" in self.stderr.read_text(), "the worker to start")
+
+    def kill(self) -> None:
+        """SIGKILL (a real process death), then reap it."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
 
 
 def free_port() -> int:
@@ -113,12 +145,24 @@ class Client:
     def __init__(self, session: Any) -> None:
         self.session = session
 
-    async def list_tools(self) -> list[Any]:
-        return list((await self.session.list_tools()).tools)
+    async def list_tools(self) -> dict[str, dict[str, Any]]:
+        """`tools/list` as on the wire (camelCase on both majors), by tool name."""
+        listed = (await self.session.list_tools()).tools
+        return {t.name: t.model_dump(by_alias=True, exclude_none=True) for t in listed}
 
-    async def call(self, name: str, arguments: dict[str, Any], key: str | None = None) -> Any:
+    async def call(self, name: str, arguments: dict[str, Any], key: str | None = None) -> Reply:
         meta = {"idempotency_key": key} if key is not None else None
-        return await self.session.call_tool(name, arguments, meta=meta)
+        result = await self.session.call_tool(name, arguments, meta=meta)
+        wire = result.model_dump(by_alias=True)
+        return Reply(text(result), bool(wire.get("isError")))
+
+
+@dataclass(frozen=True)
+class Reply:
+    """A `tools/call` result: its text, and whether it is a tool error (`isError`)."""
+
+    text: str
+    isError: bool
 
 
 @contextlib.asynccontextmanager
@@ -144,9 +188,12 @@ async def http(url: str, headers: dict[str, str] | None = None) -> AsyncIterator
     """A client of a streamable HTTP server."""
     if MAJOR == 2:
         import httpx2
+        from mcp.client.streamable_http import streamable_http_client as transport
 
-        client = httpx2.AsyncClient(headers=headers or {})
-        async with mcp.Client(url, http_client=client) as c:  # type: ignore[call-arg]
+        async with (
+            httpx2.AsyncClient(headers=headers or {}) as http_client,
+            mcp.Client(transport(url, http_client=http_client)) as c,
+        ):
             yield Client(c)
         return
     import httpx

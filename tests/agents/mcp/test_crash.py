@@ -10,8 +10,7 @@ import pytest
 
 from pyrula.journal.store import open_store
 from pyrula.runtime import RunStore
-from tests.agents.mcp.support import HttpServer, Setup, http, text
-from tests.runtime.support import wait_until
+from tests.agents.mcp.support import HttpServer, Setup, http, wait_until
 
 
 async def _call(url: str, args: dict[str, Any], key: str) -> Any:
@@ -53,7 +52,7 @@ def test_a_worker_killed_mid_tool_is_replaced_and_the_waiting_call_gets_the_resu
         result = anyio.run(main)
     finally:
         server.kill()
-    assert not result.isError and '"charged": "hold-w"' in text(result)
+    assert not result.isError and '"charged": "hold-w"' in result.text
     assert setup.lines("start hold-w") == ["start hold-w 4", "start hold-w 4"]
     assert setup.lines("effect hold-w") == ["effect hold-w 4"]
 
@@ -86,6 +85,6 @@ def test_a_server_killed_mid_call_is_restarted_and_the_retry_reattaches(when: st
     finally:
         restarted.kill()
         worker.kill()
-    assert not retry.isError and '"charged": "hold-s"' in text(retry)
+    assert not retry.isError and '"charged": "hold-s"' in retry.text
     assert setup.lines("effect hold-s") == ["effect hold-s 6"]
-    assert fresh.isError and "IdempotencyConflict" in text(fresh)
+    assert fresh.isError and "IdempotencyConflict" in fresh.text

@@ -12,21 +12,19 @@ from pyrula.agents.mcp import build_mcp_server
 from pyrula.errors import ToolRegistrationError
 from pyrula.journal.store import open_store
 from pyrula.runtime import RunStore, cancel, tool
-from tests.agents.mcp.support import Setup, stdio, text
-from tests.runtime.support import WorkerProcess, wait_until
+from tests.agents.mcp.support import Setup, WorkerProcess, stdio, wait_until
 
 
 @pytest.fixture(scope="module")
 def setup() -> Iterator[Setup]:
     setup = Setup()
     worker: WorkerProcess = setup.worker()
-    worker.wait_for("pyrula worker")
     yield setup
     worker.kill()
 
 
 def calls(setup: Setup, *script: tuple[str, dict[str, Any], str | None]) -> list[Any]:
-    async def main() -> list[Any]:
+    async def main() -> dict[str, dict[str, Any]]:
         async with stdio(setup) as client:
             return [await client.call(name, args, key) for name, args, key in script]
 
@@ -34,25 +32,22 @@ def calls(setup: Setup, *script: tuple[str, dict[str, Any], str | None]) -> list
 
 
 def test_tools_list_carries_schemas_from_the_signature_and_read_only_hint(setup: Setup) -> None:
-    async def main() -> list[Any]:
+    async def main() -> dict[str, dict[str, Any]]:
         async with stdio(setup) as client:
             return await client.list_tools()
 
-    listed = {t.name: t for t in anyio.run(main)}
+    listed = anyio.run(main)
     assert set(listed) == {"charge_card", "lookup", "ship", "refund", "explode", "nested"}
-    assert listed["lookup"].annotations.readOnlyHint is True
-    assert (
-        listed["charge_card"].annotations is None
-        or not listed["charge_card"].annotations.readOnlyHint
-    )
-    charge = listed["charge_card"].inputSchema
+    assert listed["lookup"]["annotations"]["readOnlyHint"] is True
+    assert not listed["charge_card"].get("annotations", {}).get("readOnlyHint")
+    charge = listed["charge_card"]["inputSchema"]
     assert charge["properties"]["cents"]["type"] == "integer"
     assert charge["required"] == ["order_id", "cents"]
     # The context parameter is the server's to pass; a pydantic argument keeps its schema.
-    assert set(listed["lookup"].inputSchema["properties"]) == {"order_id"}
-    ship = listed["ship"].inputSchema
+    assert set(listed["lookup"]["inputSchema"]["properties"]) == {"order_id"}
+    ship = listed["ship"]["inputSchema"]
     assert "Address" in str(ship) and "city" in str(ship)
-    assert listed["charge_card"].description == "Charge an order's card."
+    assert listed["charge_card"]["description"] == "Charge an order's card."
 
 
 def test_a_key_runs_the_tool_once_and_other_arguments_conflict(setup: Setup) -> None:
@@ -62,13 +57,13 @@ def test_a_key_runs_the_tool_once_and_other_arguments_conflict(setup: Setup) -> 
         ("charge_card", {"order_id": "k-1", "cents": 5}, "key-1"),
         ("charge_card", {"order_id": "k-1", "cents": 7}, "key-1"),
     )
-    assert not first.isError and '"charged": "k-1"' in text(first)
-    assert text(again) == text(first) and not again.isError
-    assert other.isError and "IdempotencyConflict" in text(other)
+    assert not first.isError and '"charged": "k-1"' in first.text
+    assert again.text == first.text and not again.isError
+    assert other.isError and "IdempotencyConflict" in other.text
     assert setup.lines("effect k-1") == ["effect k-1 5"]
     # The key survives a reconnect: a new session (a new server process) re-attaches.
     (later,) = calls(setup, ("charge_card", {"order_id": "k-1", "cents": 5}, "key-1"))
-    assert text(later) == text(first)
+    assert later.text == first.text
     assert setup.lines("effect k-1") == ["effect k-1 5"]
 
 
@@ -87,15 +82,15 @@ def test_tool_context_has_no_turn_and_workflow_context_tools_get_one(setup: Setu
         ("lookup", {"order_id": "o-9"}, None),
         ("ship", {"order_id": "o-9", "to": {"street": "1 Main", "city": "Lyon"}}, None),
     )
-    assert '"idempotency_key": null' in text(looked)
-    assert '"run": "run_' in text(looked)
-    assert text(shipped) == "AtomicWorkflowContext shipped o-9 to Lyon"
+    assert '"idempotency_key": null' in looked.text
+    assert '"run": "run_' in looked.text
+    assert shipped.text == "AtomicWorkflowContext shipped o-9 to Lyon"
 
 
 def test_errors_come_back_as_tool_errors_with_their_message(setup: Setup) -> None:
     (failed,) = calls(setup, ("explode", {"message": "card declined"}, None))
     assert failed.isError
-    assert "ValueError: card declined" in text(failed)
+    assert "ValueError: card declined" in failed.text
 
 
 def test_a_predicate_tool_fails_the_call_whose_condition_holds(setup: Setup) -> None:
@@ -104,8 +99,8 @@ def test_a_predicate_tool_fails_the_call_whose_condition_holds(setup: Setup) -> 
         ("refund", {"order_id": "r-1", "cents": 100}, None),
         ("refund", {"order_id": "r-2", "cents": 50_000}, None),
     )
-    assert not small.isError and text(small) == "refunded 100"
-    assert large.isError and "ToolRefused" in text(large)
+    assert not small.isError and small.text == "refunded 100"
+    assert large.isError and "ToolRefused" in large.text
     assert setup.lines("effect refund") == ["effect refund r-1 100"]
 
 
@@ -122,8 +117,8 @@ def test_a_predicate_tool_fails_the_call_whose_condition_holds(setup: Setup) -> 
 def test_a_tool_body_cannot_orchestrate(setup: Setup, what: str, named: str) -> None:
     (result,) = calls(setup, ("nested", {"what": what}, None))
     assert result.isError
-    assert f"AtomicToolViolation: {named}" in text(result)
-    assert "inside a tool served over MCP" in text(result)
+    assert f"AtomicToolViolation: {named}" in result.text
+    assert "inside a tool served over MCP" in result.text
 
 
 def test_requires_approval_true_is_refused_when_the_server_is_built(tmp_path: Any) -> None:
@@ -163,7 +158,7 @@ def test_a_cancel_on_the_store_ends_the_waiting_call(setup: Setup) -> None:
 
     result = anyio.run(main)
     setup.gate.touch()
-    assert result.isError and "DurableInvocationCancelled" in text(result)
+    assert result.isError and "DurableInvocationCancelled" in result.text
 
 
 def test_no_worker_within_the_timeout_is_pyrulas_own_error() -> None:
@@ -175,7 +170,7 @@ def test_no_worker_within_the_timeout_is_pyrulas_own_error() -> None:
 
     result = anyio.run(main)
     assert result.isError
-    message = text(result)
+    message = result.text
     assert "Pyrula could not run this tool call (ToolServerUnavailable)" in message
     assert "pyrula mcp worker --import" in message
     assert lonely.lines() == []
