@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import nox
 
-nox.options.sessions = ["lint", "tests"]
+nox.options.sessions = ["lint", "tests", "mcp"]
 nox.options.reuse_existing_virtualenvs = True
 
 # httpx2: openai 3.x, anthropic 2.x and google-genai 3.x. httpx: openai 2.x, anthropic 0.x and
@@ -37,3 +37,14 @@ def lint(session: nox.Session) -> None:
     session.install("-e", ".[dev,gemini]")
     session.run("ruff", "check", ".")
     session.run("mypy", "pyrula", "fingerprints", "proxy")
+
+
+# The durable MCP tool server on each major of the mcp SDK: 1.x (FastMCP) and 2.x (MCPServer).
+MCP = {"1": "mcp==1.30.0", "2": "mcp==2.3.0"}
+
+
+@nox.session
+@nox.parametrize("major", list(MCP))
+def mcp(session: nox.Session, major: str) -> None:
+    session.install("-e", ".[dev]", MCP[major])
+    session.run("pytest", "-q", "tests/agents/mcp", *session.posargs)

@@ -79,13 +79,15 @@ async def outcome(handle: RunHandle, served: ServedTool, options: CallOptions) -
     unattended_since: float | None = None
     while True:
         try:
-            record = handle.record
-            if record.status in _ENDED:
-                return await handle.result()
+            # A cancelled call stays cancelled for its callers, even where the tool had
+            # already finished when the cancel arrived.
             if handle.journal.cancel_requested(handle.id):
                 raise DurableInvocationCancelled(
                     f"run {handle.id} (tool {served.name!r}) was cancelled"
                 )
+            record = handle.record
+            if record.status in _ENDED:
+                return await handle.result()
             now = time.monotonic()
             if _worker_on_it(handle, time.time()):
                 unattended_since = None

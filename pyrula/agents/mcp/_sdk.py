@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -27,17 +28,15 @@ def sdk() -> tuple[type[Any], type[Any], type[Exception], int]:
         import mcp  # noqa: F401
     except ImportError as exc:
         raise ImportError(f"build_mcp_server needs the mcp SDK: {_EXTRA}") from exc
+    # Looked up by name: each major lacks the other's module, and mypy sees only one.
     try:
-        from mcp.server.mcpserver import Context, MCPServer
-        from mcp.server.mcpserver.exceptions import ToolError
-
-        return MCPServer, Context, ToolError, 2
+        v2 = importlib.import_module("mcp.server.mcpserver")
+        errors = importlib.import_module("mcp.server.mcpserver.exceptions")
+        return v2.MCPServer, v2.Context, errors.ToolError, 2
     except ImportError:
-        from mcp.server.fastmcp import Context as Context1
-        from mcp.server.fastmcp import FastMCP
-        from mcp.server.fastmcp.exceptions import ToolError as ToolError1
-
-        return FastMCP, Context1, ToolError1, 1
+        v1 = importlib.import_module("mcp.server.fastmcp")
+        errors = importlib.import_module("mcp.server.fastmcp.exceptions")
+        return v1.FastMCP, v1.Context, errors.ToolError, 1
 
 
 def _meta_value(meta: Any, name: str) -> Any:
@@ -79,7 +78,10 @@ def _cancel_notified(ctx: Any) -> bool:
     if isinstance(in_flight, dict):
         responder = in_flight.get(request_context.request_id)
         return bool(responder is not None and getattr(responder, "_completed", False))
-    return False
+    # mcp 2.x: the request's dispatch context sets an event when the peer cancels it.
+    outbound = getattr(session, "_request_outbound", None)
+    event = getattr(outbound, "cancel_requested", None)
+    return bool(event is not None and event.is_set())
 
 
 def _handler(
@@ -159,7 +161,11 @@ def build_sdk_server(
     server_class, context_class, tool_error, _major = sdk()
     server = server_class(name, **server_kwargs)
     for one in served:
-        annotations = ToolAnnotations(readOnlyHint=True) if one.definition.read_only else None
+        annotations = (
+            ToolAnnotations.model_validate({"readOnlyHint": True})
+            if one.definition.read_only
+            else None
+        )
         server.add_tool(
             _handler(
                 one,

@@ -51,6 +51,10 @@ class Setup:
             "MCP_TOOL_GATE": str(self.gate),
         }
 
+    def open_gate(self, order_id: str) -> None:
+        """Let a held `charge_card` of `order_id` go on to its effect."""
+        Path(f"{self.gate}.{order_id}").touch()
+
     def lines(self, prefix: str = "effect") -> list[str]:
         """The side effects the tools logged (lines starting with `prefix`)."""
         if not self.log.exists():
@@ -155,6 +159,19 @@ class Client:
         result = await self.session.call_tool(name, arguments, meta=meta)
         wire = result.model_dump(by_alias=True)
         return Reply(text(result), bool(wire.get("isError")))
+
+    async def cancel_latest(self, tasks: Any) -> None:
+        """Cancel the call in flight as the client would: mcp 2.x sends
+        `notifications/cancelled` when a call is abandoned; 1.x leaves it to the caller."""
+        if MAJOR == 1:
+            from mcp import types
+
+            # Request ids count from 0 (initialize) per session: the first call is 1.
+            cancelled = types.CancelledNotification(
+                params=types.CancelledNotificationParams(requestId=1)
+            )
+            await self.session.send_notification(types.ClientNotification(cancelled))
+        tasks.cancel_scope.cancel()
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,7 @@ def test_a_worker_killed_mid_tool_is_replaced_and_the_waiting_call_gets_the_resu
             tasks.start_soon(call)
             await _in_thread(lambda: setup.lines("start hold-w"), "the tool to start")
             first.kill()  # SIGKILL, between the tool's start and its effect
-            setup.gate.touch()
+            setup.open_gate("hold-w")
             second = setup.worker()
             await _in_thread(lambda: results, "the call's result")
             second.kill()
@@ -76,7 +76,7 @@ def test_a_server_killed_mid_call_is_restarted_and_the_retry_reattaches(when: st
             tasks.cancel_scope.cancel()
 
     anyio.run(abandoned_call)
-    setup.gate.touch()
+    setup.open_gate("hold-s")
     worker = worker or setup.worker()
     restarted = HttpServer(setup)
     try:

@@ -12,7 +12,7 @@ from pyrula.agents.mcp import build_mcp_server
 from pyrula.errors import ToolRegistrationError
 from pyrula.journal.store import open_store
 from pyrula.runtime import RunStore, cancel, tool
-from tests.agents.mcp.support import Setup, WorkerProcess, stdio, wait_until
+from tests.agents.mcp.support import Reply, Setup, WorkerProcess, stdio, wait_until
 
 
 @pytest.fixture(scope="module")
@@ -131,7 +131,6 @@ def test_requires_approval_true_is_refused_when_the_server_is_built(tmp_path: An
 
 
 def test_a_cancel_on_the_store_ends_the_waiting_call(setup: Setup) -> None:
-    setup.gate.unlink(missing_ok=True)
 
     async def main() -> Any:
         async with stdio(setup) as client:
@@ -157,7 +156,7 @@ def test_a_cancel_on_the_store_ends_the_waiting_call(setup: Setup) -> None:
             return results[0]
 
     result = anyio.run(main)
-    setup.gate.touch()
+    setup.open_gate("hold-c")
     assert result.isError and "DurableInvocationCancelled" in result.text
 
 
@@ -174,3 +173,22 @@ def test_no_worker_within_the_timeout_is_pyrulas_own_error() -> None:
     assert "Pyrula could not run this tool call (ToolServerUnavailable)" in message
     assert "pyrula mcp worker --import" in message
     assert lonely.lines() == []
+
+
+def test_an_mcp_cancel_notification_cancels_the_run(setup: Setup) -> None:
+    args = {"order_id": "hold-n", "cents": 8}
+
+    async def main() -> Reply:
+        async with stdio(setup) as client:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(client.call, "charge_card", args, "n1")
+                await anyio.to_thread.run_sync(
+                    lambda: wait_until(lambda: setup.lines("start hold-n"), "the tool to start")
+                )
+                await client.cancel_latest(tasks)
+            setup.open_gate("hold-n")
+            # The same key re-attaches to the cancelled run.
+            return await client.call("charge_card", args, "n1")
+
+    again = anyio.run(main)
+    assert again.isError and "DurableInvocationCancelled" in again.text

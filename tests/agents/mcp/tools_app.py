@@ -1,8 +1,9 @@
 """The tools the MCP tests serve. The server (`pyrula mcp serve --import
 tests.agents.mcp.tools_app:tools`) and the workers import this module.
 
-Each tool appends to its own log (`MCP_TOOL_LOG`): the count of side effects. `charge_card` can
-hold mid-tool, between `start` and `effect`, until a gate file exists: where the tests kill."""
+Each tool appends to its own log (`MCP_TOOL_LOG`): the count of side effects. `charge_card`
+can hold mid-tool, between `start` and `effect`, until its order's gate file exists: where
+the tests kill."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def _log(line: str) -> None:
 def _hold(order_id: str) -> None:
     gate = os.environ.get("MCP_TOOL_GATE")
     if gate and order_id.startswith("hold"):
-        while not Path(gate).exists():
+        while not Path(f"{gate}.{order_id}").exists():
             time.sleep(0.01)
 
 
