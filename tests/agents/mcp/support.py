@@ -61,9 +61,10 @@ class Setup:
             return []
         return [x for x in self.log.read_text().splitlines() if x.startswith(prefix)]
 
-    def worker(self) -> WorkerProcess:
-        """A real `pyrula worker` on the store, importing the tools (as a deployment would)."""
-        return WorkerProcess(self)
+    def worker(self, *, mcp_cli: bool = False) -> WorkerProcess:
+        """A real worker on the store: `pyrula worker --import` a module registering the tools,
+        or (`mcp_cli`) `pyrula mcp worker --import MODULE:TOOLS`."""
+        return WorkerProcess(self, mcp_cli=mcp_cli)
 
     def serve_command(self, *flags: str) -> list[str]:
         return [
@@ -90,11 +91,17 @@ def wait_until(condition: Callable[[], Any], what: str, timeout: float = 60) -> 
 
 
 class WorkerProcess:
-    """`pyrula worker --import tests.agents.mcp.worker_app`, its stderr in a file."""
+    """`pyrula worker --import tests.agents.mcp.worker_app` (or `pyrula mcp worker --import
+    tests.agents.mcp.tools_app:tools`), its stderr in a file."""
 
-    def __init__(self, setup: Setup) -> None:
+    def __init__(self, setup: Setup, *, mcp_cli: bool = False) -> None:
         self.stderr = setup.folder / f"worker-{time.monotonic_ns()}.log"
-        command = [sys.executable, "-m", "pyrula.cli.app", "worker", "--import", WORKER_MODULE]
+        cli = (
+            ["mcp", "worker", "--import", TOOLS]
+            if mcp_cli
+            else ["worker", "--import", WORKER_MODULE]
+        )
+        command = [sys.executable, "-m", "pyrula.cli.app", *cli]
         with self.stderr.open("w") as err:
             self.process = subprocess.Popen(
                 [*command, "--store", str(setup.store), "--create"],

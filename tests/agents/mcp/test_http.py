@@ -30,7 +30,7 @@ class AuthServer(HttpServer):
 @pytest.fixture(scope="module")
 def served() -> Iterator[tuple[Setup, AuthServer]]:
     setup = Setup()
-    worker = setup.worker()
+    worker = setup.worker(mcp_cli=True)
     server = AuthServer(setup)
     yield setup, server
     server.kill()
