@@ -15,11 +15,11 @@ from tests.agents.mcp.support import ROOT, HttpServer, Setup, free_port, http, w
 
 
 class AuthServer(HttpServer):
-    def __init__(self, setup: Setup) -> None:
+    def __init__(self, setup: Setup, *flags: str) -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}/mcp"
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "tests.agents.mcp.http_app", str(self.port)],
+            [sys.executable, "-m", "tests.agents.mcp.http_app", str(self.port), *flags],
             cwd=ROOT,
             env=setup.env,
             stdin=subprocess.DEVNULL,
@@ -89,3 +89,31 @@ def test_the_sdk_host_check_refuses_a_foreign_host(served: tuple[Setup, AuthServ
         },
     )
     assert reply.status_code in (400, 403, 421)
+
+
+def test_callbacks_take_the_key_and_the_caller_from_any_request_field() -> None:
+    setup = Setup()
+    worker = setup.worker()
+    server = AuthServer(setup, "--callbacks")
+
+    def call(tenant: str, key: str, cents: int) -> Any:
+        headers = {"Authorization": "Bearer token-x", "x-tenant": tenant, "x-order-key": key}
+
+        async def main() -> Any:
+            async with http(server.url, headers) as client:
+                return await client.call("charge_card", {"order_id": "cb", "cents": cents})
+
+        return anyio.run(main)
+
+    try:
+        first = call("acme", "k", 1)
+        again = call("acme", "k", 1)
+        other_args = call("acme", "k", 2)
+        other_tenant = call("globex", "k", 1)
+    finally:
+        server.kill()
+        worker.kill()
+    assert again.text == first.text and not again.isError
+    assert other_args.isError and "IdempotencyConflict" in other_args.text
+    assert not other_tenant.isError
+    assert setup.lines("effect cb") == ["effect cb 1", "effect cb 1"]
