@@ -24,7 +24,6 @@
     │   ├── ToolRegistrationError        a tool cannot be served as declared (MCP)
     │   ├── AtomicToolViolation          an MCP tool body tried a durable orchestration call
     │   ├── ToolServerUnavailable        the MCP tool server's store or worker is missing
-    │   ├── NotYetSupported              a part not built yet; the message names what to use
     │   ├── VerifyMismatch               also a UserWarning: cassette mode `verify` warns with it
     │   ├── JournalCommandError          `pyrula journal` (the CLI)
     │   │   ├── UnknownRecord
@@ -298,7 +297,3 @@ class AtomicToolViolation(PyrulaError):
 class ToolServerUnavailable(PyrulaError):
     """The durable tool server could not run a call: its store cannot be used, or no worker took
     the run within the server's `worker_timeout`. The message says what to start or fix."""
-
-
-class NotYetSupported(PyrulaError):
-    """A part of an integration that is not built yet; the message names what to use instead."""

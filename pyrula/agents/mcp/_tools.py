@@ -14,7 +14,15 @@ from typing import Any, NoReturn
 from pydantic import TypeAdapter
 
 from pyrula.errors import AtomicToolViolation, ToolRefused, ToolRegistrationError
-from pyrula.runtime import Definition, ToolContext, ToolDefinition, WorkflowContext, tool, workflow
+from pyrula.runtime import (
+    AgentContext,
+    Definition,
+    ToolContext,
+    ToolDefinition,
+    WorkflowContext,
+    tool,
+    workflow,
+)
 from pyrula.runtime.calls import current_run
 
 # A served tool named `charge_card` runs as the workflow `mcp.tool:charge_card`: a stable name,
@@ -114,6 +122,17 @@ def client_parameters(definition: ToolDefinition[..., Any]) -> tuple[inspect.Par
 
 
 def _check(definition: ToolDefinition[..., Any]) -> None:
+    first = next(iter(inspect.signature(definition.fn).parameters.values()), None)
+    annotation = getattr(first, "annotation", None)
+    named = annotation if isinstance(annotation, str) else getattr(annotation, "__name__", "")
+    if named.rpartition(".")[2] == "AgentContext" or (
+        isinstance(annotation, type) and issubclass(annotation, AgentContext)
+    ):
+        raise ToolRegistrationError(
+            f"tool {definition.name!r} asks for an AgentContext: a tool served over MCP is "
+            "context-generic (no ctx.llm, no sub-agents). Annotate ToolContext or "
+            "WorkflowContext, or serve an agent's tool from the agent instead"
+        )
     if definition.requires_approval is True:
         raise ToolRegistrationError(
             f"tool {definition.name!r} has requires_approval=True: a tool served over MCP is "

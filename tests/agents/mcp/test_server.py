@@ -9,9 +9,9 @@ import anyio
 import pytest
 
 from pyrula.agents.mcp import build_mcp_server
-from pyrula.errors import ToolRegistrationError
+from pyrula.errors import ToolRegistrationError, ToolServerUnavailable
 from pyrula.journal.store import open_store
-from pyrula.runtime import RunStore, cancel, tool
+from pyrula.runtime import AgentContext, RunStore, cancel, tool
 from tests.agents.mcp.support import Reply, Setup, WorkerProcess, stdio, wait_until
 
 
@@ -68,11 +68,9 @@ def test_a_key_runs_the_tool_once_and_other_arguments_conflict(setup: Setup) -> 
 
 
 def test_without_a_key_each_call_is_its_own_run(setup: Setup) -> None:
-    calls(
-        setup,
-        ("charge_card", {"order_id": "nokey", "cents": 1}, None),
-        ("charge_card", {"order_id": "nokey", "cents": 1}, None),
-    )
+    # Two sessions, each sending its first call as JSON-RPC id 1: the id is never a key.
+    calls(setup, ("charge_card", {"order_id": "nokey", "cents": 1}, None))
+    calls(setup, ("charge_card", {"order_id": "nokey", "cents": 1}, None))
     assert setup.lines("effect nokey") == ["effect nokey 1", "effect nokey 1"]
 
 
@@ -128,6 +126,22 @@ def test_requires_approval_true_is_refused_when_the_server_is_built(tmp_path: An
 
     with pytest.raises(ToolRegistrationError, match="requires_approval=True"):
         build_mcp_server([wire_money], store=tmp_path)
+
+
+def test_agent_context_tools_are_refused_when_the_server_is_built(tmp_path: Any) -> None:
+    @tool
+    async def ask_model(ctx: AgentContext, question: str) -> str:
+        return question
+
+    with pytest.raises(ToolRegistrationError, match="context-generic"):
+        build_mcp_server([ask_model], store=tmp_path)
+
+
+def test_a_store_that_cannot_be_used_is_pyrulas_own_error(tmp_path: Any) -> None:
+    not_a_store = tmp_path / "file"
+    not_a_store.write_text("not a store")
+    with pytest.raises(ToolServerUnavailable, match="--store path"):
+        build_mcp_server([], store=not_a_store)
 
 
 def test_a_cancel_on_the_store_ends_the_waiting_call(setup: Setup) -> None:
