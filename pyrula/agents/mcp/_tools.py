@@ -5,6 +5,7 @@ Nothing here imports the `mcp` SDK: a worker that executes the calls needs only 
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 from collections.abc import Callable, Iterable
@@ -155,16 +156,22 @@ def _validated(parameters: tuple[inspect.Parameter, ...], arguments: dict[str, A
 
 
 def _runner(definition: ToolDefinition[..., Any]) -> Callable[..., Any]:
-    """The tool's function with the atomic context a served call gets, where it asks for one."""
+    """The tool's function with the atomic context a served call gets, where it asks for one.
+    A plain (sync) function runs on a thread, so the worker's lease heartbeat goes on."""
+    is_async = inspect.iscoroutinefunction(definition.fn)
 
     def run(**kwargs: Any) -> Any:
-        if definition.context is None:
-            return definition.fn(**kwargs)
-        attempt = current_run().attempt
-        assert attempt is not None  # the workflow below runs inside a run
-        if definition.context == "tool":
-            return definition.fn(AtomicToolContext(attempt, None), **kwargs)
-        return definition.fn(AtomicWorkflowContext(attempt), **kwargs)
+        context: list[Any] = []
+        if definition.context is not None:
+            attempt = current_run().attempt
+            assert attempt is not None  # the workflow below runs inside a run
+            if definition.context == "tool":
+                context = [AtomicToolContext(attempt, None)]
+            else:
+                context = [AtomicWorkflowContext(attempt)]
+        if is_async:
+            return definition.fn(*context, **kwargs)
+        return asyncio.to_thread(definition.fn, *context, **kwargs)
 
     return run
 
