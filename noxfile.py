@@ -200,13 +200,17 @@ def lint(session: nox.Session) -> None:
 @nox.session
 @nox.parametrize("line", ["1", "2"])
 def mcp(session: nox.Session, line: str) -> None:
-    """The native agents' MCP tools on each major line of the `mcp` SDK (issue 13)."""
+    """MCP on each major line of the `mcp` SDK: the native agents' MCP tools (issue 13) and the
+    durable MCP tool server (issue 14)."""
     _install(session, f"mcp-{line}")
     session.run(
         "pytest",
         "-q",
+        "-n",
+        "2",
         "tests/agents/native/test_mcp.py",
         "tests/agents/native/test_mcp_crash.py",
+        "tests/agents/mcp",
         env={"PYRULA_TEST_STACK": "httpx2"},
     )
 

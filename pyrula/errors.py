@@ -24,6 +24,9 @@
     │   ├── ToolRefused
     │   ├── IntegrationSetupError        a LangGraph node with no checkpointer or no worker
     │   ├── NotYetSupported              also a NotImplementedError: names what to use instead
+    │   ├── ToolRegistrationError        a tool cannot be served as declared (MCP)
+    │   ├── AtomicToolViolation          an MCP tool body tried a durable orchestration call
+    │   ├── ToolServerUnavailable        the MCP tool server's store or worker is missing
     │   ├── VerifyMismatch               also a UserWarning: cassette mode `verify` warns with it
     │   ├── UnjournaledWork              also a UserWarning: a framework's work the run won't replay
     │   ├── JournalCommandError          `pyrula journal` (the CLI)
@@ -338,3 +341,18 @@ class NotYetSupported(PyrulaError, NotImplementedError):
 class UnjournaledWork(UserWarning, PyrulaError):
     """Warned inside a run about work a framework does outside the journal (sent again, or lost,
     on a resume); the message names what to use instead."""
+
+
+class ToolRegistrationError(PyrulaError):
+    """A tool cannot be served as asked (an MCP tool that would need a reviewer, two tools of one
+    name, a tool that is not a `@tool` or plain function); the message says what to change."""
+
+
+class AtomicToolViolation(PyrulaError):
+    """A tool served over MCP is one atomic step: its body called `ctx.step`, `ctx.interrupt`,
+    a timer, a signal or a child run. Do that orchestration in a workflow that calls the tool."""
+
+
+class ToolServerUnavailable(PyrulaError):
+    """The durable tool server could not run a call: its store cannot be used, or no worker took
+    the run within the server's `worker_timeout`. The message says what to start or fix."""

@@ -9,6 +9,7 @@ import typer
 
 from pyrula.cli.demo import demo
 from pyrula.cli.journal import journal_app
+from pyrula.cli.mcp import mcp_app
 from pyrula.cli.proxy import proxy
 from pyrula.cli.runs import runs_app, worker
 
@@ -38,6 +39,7 @@ def _options(
 
 app.add_typer(journal_app, name="journal")
 app.add_typer(runs_app, name="runs")
+app.add_typer(mcp_app, name="mcp")
 app.command("worker")(worker)
 app.command("demo")(demo)
 app.command("proxy")(proxy)
