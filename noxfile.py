@@ -60,8 +60,9 @@ LEGS: dict[str, list[str]] = {
         *_INSTRUCTOR,
     ],
 }
-# The MCP SDK's two major lines (the locked 1.x and the dedicated 2.x), on the httpx2 leg.
-for _line, _mcp in (("1", "mcp==1.30.0"), ("2", "mcp==2.3.0")):
+# The MCP SDK: the 1.x floor, the locked 1.x and the dedicated 2.x, on the httpx2 leg.
+MCP = {"1.24": "mcp==1.24.0", "1": "mcp==1.30.0", "2": "mcp==2.3.0"}
+for _line, _mcp in MCP.items():
     LEGS[f"mcp-{_line}"] = [*LEGS["httpx2"], _mcp]
 
 # LangChain and LangGraph (issue 15): the spec's floors (langchain-core 0.3.67, langgraph 1.0.0),
@@ -134,8 +135,7 @@ STACK_OF = {
     "locked": "httpx",
     "dedicated": "httpx2",
     "instructor-openai3": "httpx2",
-    "mcp-1": "httpx2",
-    "mcp-2": "httpx2",
+    **{f"mcp-{line}": "httpx2" for line in MCP},
     **{leg: "httpx" for leg in PLAIN},
     **{f"pydantic-ai-{name}": "httpx2" for name in PYDANTIC_AI},
     "openai-agents": "httpx2",
@@ -198,7 +198,7 @@ def lint(session: nox.Session) -> None:
 
 
 @nox.session
-@nox.parametrize("line", ["1", "2"])
+@nox.parametrize("line", list(MCP))
 def mcp(session: nox.Session, line: str) -> None:
     """MCP on each major line of the `mcp` SDK: the native agents' MCP tools (issue 13) and the
     durable MCP tool server (issue 14)."""
