@@ -23,6 +23,7 @@ from pyrula.errors import (
     StoreFull,
     StoreNotFound,
 )
+from pyrula.journal.lmdb_file import missing_bytes
 
 # The store's own format: bump on any change to how records are laid out.
 STORE_FORMAT = 1
@@ -157,6 +158,13 @@ class Store:
 
     def _probe(self, data: Path) -> None:
         """Read the format marker with a read-only, lock-free open that cannot change the files."""
+        short = missing_bytes(data)
+        if short is not None:
+            raise StoreCorrupt(
+                f"{data} is truncated: {short[0]:,} bytes where its own header names "
+                f"{short[1]:,} (was it copied while being written, or onto a full disk?); "
+                "restore it from a copy"
+            )
         try:
             env = lmdb.open(str(self.path), readonly=True, lock=False, max_dbs=len(_DATABASES) + 1)
         except lmdb.Error as exc:
