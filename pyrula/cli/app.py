@@ -11,6 +11,7 @@ from pyrula.cli.demo import demo
 from pyrula.cli.journal import journal_app
 from pyrula.cli.proxy import proxy
 from pyrula.cli.runs import runs_app, worker
+from pyrula.cli.store import store_app
 
 app = typer.Typer(
     name="pyrula",
@@ -41,6 +42,7 @@ app.add_typer(runs_app, name="runs")
 app.command("worker")(worker)
 app.command("demo")(demo)
 app.command("proxy")(proxy)
+app.add_typer(store_app, name="store")
 
 
 def main() -> None:

@@ -29,6 +29,7 @@ import lmdb
 
 from pyrula.errors import RestoreRefused, StoreCorrupt
 from pyrula.journal import blobs
+from pyrula.journal.keys import describe_key
 from pyrula.journal.store import Store
 
 RECORD_FORMAT = 2
@@ -354,6 +355,11 @@ def _verified(data: bytes, what: str) -> bytes:
     return data[4:]
 
 
+def decode_header(value: bytes | memoryview, key: bytes) -> ExchangeRecord:
+    """The record header stored under `key`; `StoreCorrupt` naming the key when it is damaged."""
+    return _decode(value, key)[0]
+
+
 def _readable(value: bytes | memoryview) -> ExchangeRecord | None:
     """The record in `value`, or None when it is damaged (to replace or delete it anyway)."""
     try:
@@ -364,7 +370,7 @@ def _readable(value: bytes | memoryview) -> ExchangeRecord | None:
 
 def _decode(value: bytes | memoryview, key: bytes | None = None) -> tuple[ExchangeRecord, bytes]:
     data = bytes(value)
-    where = f"the exchange under key {key!r}" if key is not None else "a recorded exchange"
+    where = f"the exchange of {describe_key(key)}" if key is not None else "a recorded exchange"
     checked = bool(data) and data[0] == _CHECKED
     if checked:
         data = _verified(data[1:], where)
