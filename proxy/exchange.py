@@ -19,7 +19,7 @@ import anyio.to_thread
 import httpx
 from pyrula.fingerprints import Canonical, RequestParts
 
-from pyrula.errors import PyrulaError, ReplayMiss
+from pyrula.errors import PyrulaError, ReplayMiss, StoreError
 from pyrula.journal.recorder import Reply
 from pyrula.transport.core import Callbacks, Live, Recording, Replay
 
@@ -37,6 +37,7 @@ from .log import (
     REFUSED,
     UNRECORDED,
     Outcome,
+    RecordingHealth,
     log_exchange,
     logger,
 )
@@ -77,6 +78,7 @@ class Handler:
         self._token = config.token.encode() if config.token else None
         store = sessions.store
         self._record_cap = store.max_record_bytes if store is not None else 0
+        self._health = RecordingHealth()
 
     async def handle(self, request: Incoming, conn: ServerConnection) -> bool:
         """Serve one request; True if the connection may take another."""
@@ -257,7 +259,7 @@ class Handler:
             return
         outcome.status = response.status_code
         outcome.kind = LIVE
-        tee = _Tee(plan, canonical, response, started, self._record_cap)
+        tee = _Tee(plan, canonical, response, started, self._record_cap, self._health)
         cut: Exception | None = None
         try:
             # While the reply flows, a second task reads the client's side, so a client that
@@ -324,6 +326,8 @@ class _Relay:
         if declared.isdigit() and "transfer-encoding" not in response.headers:
             self._length = int(declared)
         head = headers.client_reply(response.headers.raw, keep_length=self._length is not None)
+        if self._tee.wanted:
+            head = [*head, *self._tee.health.header()]
         await self._send(self._conn.encode_head(response.status_code, head, close=close))
         async for chunk in response.aiter_raw():
             self._delivered += len(chunk)
@@ -357,8 +361,10 @@ class _Tee:
         response: httpx.Response,
         started: float,
         cap: int,
+        health: RecordingHealth,
     ) -> None:
         self._commit = plan.sink
+        self.health = health
         self.wanted = plan.sink is not None
         self._pending: list[Reply] = []
         self._recording: Recording | None = None
@@ -399,7 +405,9 @@ class _Tee:
                 # Cancellation waits for the thread: a started commit always finishes.
                 await anyio.to_thread.run_sync(self._run_commit, reply)
             except Exception as exc:  # the client still gets its reply; only the record is lost
-                if not isinstance(exc, PyrulaError):
+                if isinstance(exc, StoreError):
+                    self.health.failed(exc)  # one warning per condition, not per exchange
+                elif not isinstance(exc, PyrulaError):
                     logger.exception("pyrula proxy: recording an exchange failed")
                 self.problem = (str(exc).splitlines() or [type(exc).__name__])[0]
                 assert self._recording is not None
@@ -410,6 +418,7 @@ class _Tee:
         assert self._commit is not None
         self._commit.complete(reply)
         self.committed = True
+        self.health.recovered()
 
     def close(self) -> None:
         """The exchange is over: whatever was not committed is dropped."""
