@@ -61,7 +61,8 @@ def record_exchange(
     is_error = reply.status >= 400
     frames = reply.frames
     if secrets or is_error:
-        frames = [scrub.scrub_bytes(f, secrets, patterns=is_error) for f in frames]
+        # On the whole body, not per frame: a chunk boundary may fall inside a credential.
+        frames = scrub.scrub_frames(frames, secrets, patterns=is_error)
     # A body kept undecoded keeps the content-encoding that tells a replay how to read it.
     headers = [
         (k, scrub.scrub_bytes(v.encode(), secrets).decode())
