@@ -8,6 +8,7 @@ frames the bytes into events for it. A plain body is complete at its end.
 from __future__ import annotations
 
 import json
+import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,23 +33,32 @@ class SSEDecoder:
     """
 
     def __init__(self) -> None:
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes at the buffer's start known to hold no line end
         self._event = ""
         self._data: list[str] = []
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        self._buffer += chunk
+        """The events `chunk` completes. Linear in the bytes fed, however they are split: a
+        long line arriving in small chunks is searched once, not again with every chunk."""
+        buffer = self._buffer
+        buffer += chunk
         events: list[SSEEvent] = []
+        start = 0
         while True:
-            cut = _line_end(self._buffer)
+            cut = _line_end(buffer, max(start, self._scanned))
             if cut is None:
-                return events
+                break
             end, width = cut
-            line = self._buffer[:end].decode("utf-8", "replace")
-            self._buffer = self._buffer[end + width :]
+            line = bytes(buffer[start:end]).decode("utf-8", "replace")
+            start = end + width
             event = self._line(line)
             if event is not None:
                 events.append(event)
+        del buffer[:start]
+        # A trailing \r may be half of \r\n: look at it again with the next chunk.
+        self._scanned = max(0, len(buffer) - 1)
+        return events
 
     def close(self) -> list[SSEEvent]:
         """Flush at end of stream: a final event with no blank line after it still counts."""
@@ -78,16 +88,20 @@ class SSEDecoder:
         return None
 
 
-def _line_end(buffer: bytes) -> tuple[int, int] | None:
-    """Where the first line ends and how wide its terminator is (\\r\\n, \\n or \\r)."""
-    n = buffer.find(b"\n")
-    r = buffer.find(b"\r")
-    if r == -1 and n == -1:
+_LINE_END = re.compile(rb"[\r\n]")
+
+
+def _line_end(buffer: bytearray, start: int = 0) -> tuple[int, int] | None:
+    """Where the first line end at or after `start` is, and how wide it is (\\r\\n, \\n or
+    \\r); None when there is none yet."""
+    found = _LINE_END.search(buffer, start)
+    if found is None:
         return None
-    if r == -1 or (n != -1 and n < r):
-        return n, 1
-    if r + 1 < len(buffer):
-        return r, 2 if buffer[r + 1 : r + 2] == b"\n" else 1
+    at = found.start()
+    if buffer[at] == 0x0A:
+        return at, 1
+    if at + 1 < len(buffer):
+        return at, 2 if buffer[at + 1] == 0x0A else 1
     # A trailing \r may be the first half of \r\n: wait for the next byte.
     return None
 
