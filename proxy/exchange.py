@@ -202,7 +202,8 @@ class Handler:
     # -- replaying ---------------------------------------------------------------------------------
 
     async def _replay(self, conn: ServerConnection, plan: Replay, close: bool) -> None:
-        head = headers.encode(plan.headers)
+        # The proxy frames the body itself (a length, or chunks): a recorded length is dropped.
+        head = [(k, v) for k, v in headers.encode(plan.headers) if k.lower() != b"content-length"]
         frames: Iterator[bytes] = iter(plan.frames)
         content_type = headers.first([(k.lower(), v) for k, v in head], b"content-type") or b""
         if b"event-stream" not in content_type:

@@ -68,6 +68,10 @@ def record_exchange(
         (k, scrub.scrub_bytes(v.encode(), secrets).decode())
         for k, v in scrub.kept_reply_headers(reply.headers, keep_encoding=not reply.decoded)
     ]
+    if not reply.streamed and any(k.lower() == "content-length" for k, _ in reply.headers):
+        # SDKs expose the reply's headers (google-genai's `sdk_http_response`): a plain reply
+        # that had a length replays with one, the length of the body as stored.
+        headers.append(("content-length", str(sum(len(f) for f in frames))))
     exchange = Exchange(
         request_doc=request_document(parts, canonical, secrets),
         surface=canonical.surface,
