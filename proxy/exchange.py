@@ -221,16 +221,25 @@ class Handler:
                 await conn.answer(plan.status, [*head, length], body, close=close)
                 return
             frames = itertools.chain(gathered, frames)
-        # Every recorded frame is at hand, so they go out a batch (about a store page) per write
-        # and per chunk; the client's parser sees the same bytes, in fewer pieces.
+        # Each recorded frame goes out as its own chunk, so a streaming client sees the stream
+        # as it was recorded. `fast` gathers the chunks into writes of about a store page;
+        # `recorded` writes each one at the time it arrived while recording.
         await conn.send(conn.encode_head(plan.status, head, close=close))
+        pace = plan.frame_ms if self._config.replay_timing == "recorded" else None
+        started = anyio.current_time()
         batch = bytearray()
-        for frame in frames:
-            batch += frame
-            if len(batch) >= _WRITE_BATCH:
-                await conn.send(conn.encode(bytes(batch)))
+        for index, frame in enumerate(frames):
+            if pace is not None and index < len(pace):
+                if batch:
+                    await conn.send(bytes(batch))
+                    batch.clear()
+                await anyio.sleep_until(started + pace[index] / 1000)
+            if frame:
+                batch += conn.encode(frame)
+            if len(batch) >= _WRITE_BATCH or pace is not None:
+                await conn.send(bytes(batch))
                 batch.clear()
-        await conn.send(conn.encode(bytes(batch)) + conn.encode_end())
+        await conn.send(bytes(batch) + conn.encode_end())
 
     # -- forwarding --------------------------------------------------------------------------------
 

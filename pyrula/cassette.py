@@ -130,6 +130,7 @@ class Cassette:
                 status=record.status,
                 headers=record.headers,
                 frames=self.exchanges.frames(record, first_page),
+                frame_ms=record.extra.get("frame_ms"),
             )
         if self.mode == "none" or (self.mode == "once" and self._had_records):
             with self._lock:

@@ -25,6 +25,8 @@ class Reply:
     streamed: bool
     # False when the body could not be decoded and is kept as sent, content-encoding and all.
     decoded: bool = True
+    # When each frame arrived, in ms after the request was sent (a replay may keep the pace).
+    frame_ms: tuple[float, ...] = ()
 
 
 def request_document(
@@ -72,6 +74,9 @@ def record_exchange(
         # SDKs expose the reply's headers (google-genai's `sdk_http_response`): a plain reply
         # that had a length replays with one, the length of the body as stored.
         headers.append(("content-length", str(sum(len(f) for f in frames))))
+    extra = dict(extra or {})
+    if reply.streamed and reply.frame_ms and len(reply.frame_ms) == len(frames):
+        extra["frame_ms"] = [round(ms, 1) for ms in reply.frame_ms]
     exchange = Exchange(
         request_doc=request_document(parts, canonical, secrets),
         surface=canonical.surface,
@@ -84,6 +89,6 @@ def record_exchange(
         streamed=reply.streamed,
         elapsed_ms=reply.elapsed_ms,
         namespace=namespace,
-        extra=extra or {},
+        extra=extra,
     )
     return exchanges.put(key, exchange, also=also)

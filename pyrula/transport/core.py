@@ -32,6 +32,8 @@ class Replay:
     status: int
     headers: list[tuple[str, str]]
     frames: Iterator[bytes]
+    # When each frame arrived while recording (ms after sending), when that was recorded.
+    frame_ms: list[float] | None = None
 
 
 class Sink(Protocol):
@@ -141,6 +143,7 @@ class Recording:
         self._started = started
         self._streamed = is_streamed(content_type)  # SSE, or AWS `vnd.amazon.eventstream`
         self._frames: list[bytes] = []
+        self._times: list[float] = []
         # Bytes after the terminal frame (OpenAI chat's `[DONE]`) are kept by re-committing at
         # the end; a caller that stops right after the terminal frame still leaves a record.
         self._committed_frames = 0
@@ -153,6 +156,7 @@ class Recording:
         data = self._decoder.decode(chunk) if self._decoder else chunk
         if data:
             self._frames.append(data)
+            self._times.append((time.perf_counter() - self._started) * 1000)
             self._completion.feed(data)
         if self._completion.complete and not self._committed_frames:
             self._commit()
@@ -165,6 +169,7 @@ class Recording:
             tail = self._decoder.flush()
             if tail:
                 self._frames.append(tail)
+                self._times.append((time.perf_counter() - self._started) * 1000)
                 self._completion.feed(tail)
         if len(self._frames) > self._committed_frames and (
             self._completion.complete or self._completion.at_eof()
@@ -197,6 +202,7 @@ class Recording:
             elapsed_ms=(time.perf_counter() - self._started) * 1000,
             streamed=self._streamed,
             decoded=self._decoder is not None,
+            frame_ms=tuple(self._times[: len(frames)]),
         )
 
 
