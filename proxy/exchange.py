@@ -52,11 +52,6 @@ _WHOLE_BODY_MAX = 1 << 20
 # Replayed frames are gathered into writes of about this size: one syscall per page, not per frame.
 _WRITE_BATCH = 64 * 1024
 
-MISS_HINT = (
-    "pyrula proxy: run the proxy with --mode auto to record requests it has not seen, or "
-    "POST /_pyrula/reset to count repeated identical requests from the first one again."
-)
-
 
 class Handler:
     """Serves requests for one proxy; shared by all its connections."""
@@ -146,7 +141,7 @@ class Handler:
         except ReplayMiss as miss:
             outcome.kind = MISS
             outcome.detail = f"nearest {miss.nearest[:12]}" if miss.nearest else "nothing close"
-            return answers.replay_miss(miss, MISS_HINT)
+            return answers.replay_miss(miss)
         if isinstance(plan, Replay):
             outcome.kind, outcome.status = HIT, plan.status
             await self._replay(conn, plan, close)

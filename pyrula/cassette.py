@@ -72,6 +72,9 @@ class Cassette:
         self.verify_report: list[VerifyResult] = []
         self._store: Store | None = None
         self._exchanges: Exchanges | None = None
+        # What a replay miss tells the user to do; the proxy gives its own flags instead.
+        self.miss_fix = _MISS_FIX
+        self.repeat_fix = "Re-record with mode='new_episodes' if the extra call is intended."
 
     # -- the session the transports ask ----------------------------------------------------------
 
@@ -170,8 +173,7 @@ class Cassette:
         if occurrence and self.exchanges.get(cassette_key(self.name, canonical.digest, 0)):
             return ReplayMiss(
                 f"cassette {self.name!r} recorded this {where} request {occurrence} time(s); "
-                f"this is call {occurrence + 1}. Re-record with mode='new_episodes' if the extra "
-                "call is intended."
+                f"this is call {occurrence + 1}. {self.repeat_fix}"
             )
         candidates = (
             (record, self.exchanges.request(record).get("compared", {}))
@@ -179,10 +181,7 @@ class Cassette:
             if record.surface == canonical.surface
         )
         best = nearest(canonical.compared, candidates)
-        fix = (
-            "Re-record with mode='new_episodes' (pytest: --pyrula-record-mode=new_episodes) if "
-            "the change is intended."
-        )
+        fix = self.miss_fix
         if best is None:
             return ReplayMiss(f"cassette {self.name!r} has no recorded {where} request. {fix}")
         record, differences = best
@@ -279,6 +278,12 @@ def cassette(
 ) -> Cassette:
     """Record or replay the model calls made inside a block (context manager or decorator)."""
     return Cassette(name, mode, store=store, allow_hosts=allow_hosts)
+
+
+_MISS_FIX = (
+    "Re-record with mode='new_episodes' (pytest: --pyrula-record-mode=new_episodes) if "
+    "the change is intended."
+)
 
 
 def _age(timestamp: float) -> str:
