@@ -19,7 +19,7 @@ import anyio.to_thread
 import httpx
 from pyrula.fingerprints import Canonical, RequestParts
 
-from pyrula.errors import PyrulaError, ReplayMiss, StoreError
+from pyrula.errors import PyrulaError, RecordRefused, ReplayMiss, StoreError
 from pyrula.journal.recorder import Reply
 from pyrula.transport.core import Callbacks, Live, Recording, Replay
 
@@ -409,7 +409,8 @@ class _Tee:
             try:
                 # Cancellation waits for the thread: a started commit always finishes.
                 await anyio.to_thread.run_sync(self._run_commit, reply)
-            except Exception as exc:  # the client still gets its reply; only the record is lost
+            except (Exception, RecordRefused) as caught:  # the client still gets its reply
+                exc = caught.error if isinstance(caught, RecordRefused) else caught
                 if isinstance(exc, StoreError):
                     self.health.failed(exc)  # one warning per condition, not per exchange
                 elif not isinstance(exc, PyrulaError):

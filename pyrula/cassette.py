@@ -19,7 +19,13 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, cast, get_args
 
 from pyrula import netguard
-from pyrula.errors import ReplayMiss, StoreNotFound, VerifyMismatch
+from pyrula.errors import (
+    PayloadTooLarge,
+    RecordRefused,
+    ReplayMiss,
+    StoreNotFound,
+    VerifyMismatch,
+)
 from pyrula.fingerprints import Canonical, RequestParts, nearest
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import cassette_key, namespace_prefix
@@ -146,7 +152,15 @@ class Cassette:
         self, key: bytes, parts: RequestParts, canonical: Canonical
     ) -> Callable[[Reply], None]:
         def commit(reply: Reply) -> None:
-            record_exchange(self.exchanges, key, parts, canonical, reply, namespace=self.name)
+            try:
+                record_exchange(self.exchanges, key, parts, canonical, reply, namespace=self.name)
+            except PayloadTooLarge as exc:
+                if reply.streamed:
+                    raise  # read as the caller iterates, outside the SDK's retry loop
+                # A plain body is read inside the SDK's send and retry loop (openai 2.x,
+                # anthropic), which would send the paid request again: carried out as a
+                # `JournalRefusal`, raised as itself when the block exits.
+                raise RecordRefused(exc) from exc
             with self._lock:
                 if key not in self.stats.used:
                     self.stats.recorded += 1
@@ -219,6 +233,8 @@ class Cassette:
         pop_session(self, self._token)
         if self.mode == "none":
             netguard.unblock()
+        if isinstance(exc, RecordRefused):
+            raise exc.error from None  # out of the SDK call: the refusal as itself
         if self.mode == "all" and exc_type is None:
             # Everything was re-recorded: what this pass did not touch is stale.
             stale = [

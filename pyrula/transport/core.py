@@ -14,6 +14,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
 
+from pyrula.errors import PayloadTooLarge, RecordRefused
 from pyrula.fingerprints import Canonical, RequestParts, canonicalize
 from pyrula.journal.recorder import Reply
 from pyrula.transport.framing import (
@@ -191,8 +192,16 @@ class Recording:
         self._frames = []
 
     def _commit(self) -> None:
+        amending = self._committed_frames > 0
         self._committed_frames = len(self._frames)
-        self._sink.complete(self._reply(list(self._frames)))
+        try:
+            self._sink.complete(self._reply(list(self._frames)))
+        except (PayloadTooLarge, RecordRefused):
+            if not amending:
+                raise
+            # The reply was recorded whole at its terminal frame; what trailed it (OpenAI's
+            # `[DONE]`) does not fit the cap. The record stands as it is, so live and replay
+            # end the same way: no error.
 
     def _reply(self, frames: list[bytes]) -> Reply:
         return Reply(
