@@ -7,6 +7,7 @@ frames the bytes into events for it. A plain body is complete at its end.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 import zlib
@@ -265,8 +266,57 @@ class _Zlib:
         return self._z.flush()
 
 
+class _Brotli:
+    """brotli, through whichever module the HTTP stack itself would use (`brotli` or
+    `brotlicffi`): httpx advertises `br` exactly when one of them is installed."""
+
+    def __init__(self, module: Any) -> None:
+        self._d = module.Decompressor()
+        # brotli has `process`, brotlicffi `decompress`.
+        self._step = getattr(self._d, "process", None) or self._d.decompress
+
+    def decode(self, chunk: bytes) -> bytes:
+        return bytes(self._step(chunk)) if chunk else b""
+
+    def flush(self) -> bytes:
+        return b""
+
+
+class _Zstd:
+    """zstd through `zstandard`, which httpx uses (and advertises `zstd` for) when installed."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+        self._d = module.ZstdDecompressor().decompressobj()
+
+    def decode(self, chunk: bytes) -> bytes:
+        out = bytearray()
+        while chunk:
+            out += self._d.decompress(chunk)
+            chunk = self._d.unused_data  # a body may hold several frames
+            if chunk:
+                self._d = self._module.ZstdDecompressor().decompressobj()
+        return bytes(out)
+
+    def flush(self) -> bytes:
+        return b""
+
+
+def _module(*names: str) -> Any:
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
 def decoder_for(content_encoding: str) -> Decoder | None:
-    """A decoder for the reply's content-encoding, or None when we cannot decode it."""
+    """A decoder for the reply's content-encoding, or None when we cannot decode it.
+
+    Every coding the HTTP stack can decode is decoded here too (gzip, deflate; br and zstd when
+    the modules httpx uses for them are installed, which is when httpx asks for them), so a
+    reply is recorded decoded, scrubbed, and replays where no decoder is installed."""
     encoding = content_encoding.strip().lower()
     if encoding in ("", "identity"):
         return _Identity()
@@ -274,4 +324,10 @@ def decoder_for(content_encoding: str) -> Decoder | None:
         return _Zlib(16 + zlib.MAX_WBITS)
     if encoding == "deflate":
         return _Zlib(32 + zlib.MAX_WBITS)
+    if encoding == "br":
+        brotli = _module("brotli", "brotlicffi")
+        return _Brotli(brotli) if brotli is not None else None
+    if encoding == "zstd":
+        zstandard = _module("zstandard")
+        return _Zstd(zstandard) if zstandard is not None else None
     return None
