@@ -71,11 +71,12 @@ def no_route(path: str, prefixes: list[str]) -> Answer:
     )
 
 
-def replay_miss(miss: ReplayMiss, hint: str) -> Answer:
+def replay_miss(miss: ReplayMiss) -> Answer:
+    """409 with the miss's message, whose advice is the proxy's own (flags and headers)."""
     return error(
         409,
         "replay_miss",
-        f"{miss}\n{hint}",
+        f"pyrula proxy: {miss}",
         nearest=miss.nearest,
         differences=list(miss.diffs),
     )

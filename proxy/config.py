@@ -71,9 +71,16 @@ class ProxyConfig:
     allow_remote: bool = False
     upstream_ca: Path | None = None
     limits: Limits = field(default_factory=Limits)
+    # A replayed stream keeps its recorded frames; `recorded` also keeps the pace they came at.
+    replay_timing: str = "fast"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "store", Path(self.store))
+        if self.replay_timing not in ("fast", "recorded"):
+            raise ConfigError(
+                f"--replay-timing {self.replay_timing!r}: use fast (frames as fast as the client "
+                "reads them) or recorded (at the pace they were recorded)"
+            )
         if self.mode not in MODES:
             raise ConfigError(f"unknown mode {self.mode!r}; use one of {', '.join(MODES)}")
         if not valid_cassette(self.cassette):

@@ -19,7 +19,7 @@ import anyio.to_thread
 import httpx
 from pyrula.fingerprints import Canonical, RequestParts
 
-from pyrula.errors import PyrulaError, ReplayMiss
+from pyrula.errors import PyrulaError, RecordRefused, ReplayMiss, StoreError
 from pyrula.journal.recorder import Reply
 from pyrula.transport.core import Callbacks, Live, Recording, Replay
 
@@ -37,6 +37,7 @@ from .log import (
     REFUSED,
     UNRECORDED,
     Outcome,
+    RecordingHealth,
     log_exchange,
     logger,
 )
@@ -50,11 +51,6 @@ from .wire import ClientGone, Incoming, ServerConnection
 _WHOLE_BODY_MAX = 1 << 20
 # Replayed frames are gathered into writes of about this size: one syscall per page, not per frame.
 _WRITE_BATCH = 64 * 1024
-
-MISS_HINT = (
-    "pyrula proxy: run the proxy with --mode auto to record requests it has not seen, or "
-    "POST /_pyrula/reset to count repeated identical requests from the first one again."
-)
 
 
 class Handler:
@@ -77,6 +73,7 @@ class Handler:
         self._token = config.token.encode() if config.token else None
         store = sessions.store
         self._record_cap = store.max_record_bytes if store is not None else 0
+        self._health = RecordingHealth()
 
     async def handle(self, request: Incoming, conn: ServerConnection) -> bool:
         """Serve one request; True if the connection may take another."""
@@ -144,7 +141,7 @@ class Handler:
         except ReplayMiss as miss:
             outcome.kind = MISS
             outcome.detail = f"nearest {miss.nearest[:12]}" if miss.nearest else "nothing close"
-            return answers.replay_miss(miss, MISS_HINT)
+            return answers.replay_miss(miss)
         if isinstance(plan, Replay):
             outcome.kind, outcome.status = HIT, plan.status
             await self._replay(conn, plan, close)
@@ -200,7 +197,8 @@ class Handler:
     # -- replaying ---------------------------------------------------------------------------------
 
     async def _replay(self, conn: ServerConnection, plan: Replay, close: bool) -> None:
-        head = headers.encode(plan.headers)
+        # The proxy frames the body itself (a length, or chunks): a recorded length is dropped.
+        head = [(k, v) for k, v in headers.encode(plan.headers) if k.lower() != b"content-length"]
         frames: Iterator[bytes] = iter(plan.frames)
         content_type = headers.first([(k.lower(), v) for k, v in head], b"content-type") or b""
         if b"event-stream" not in content_type:
@@ -218,16 +216,25 @@ class Handler:
                 await conn.answer(plan.status, [*head, length], body, close=close)
                 return
             frames = itertools.chain(gathered, frames)
-        # Every recorded frame is at hand, so they go out a batch (about a store page) per write
-        # and per chunk; the client's parser sees the same bytes, in fewer pieces.
+        # Each recorded frame goes out as its own chunk, so a streaming client sees the stream
+        # as it was recorded. `fast` gathers the chunks into writes of about a store page;
+        # `recorded` writes each one at the time it arrived while recording.
         await conn.send(conn.encode_head(plan.status, head, close=close))
+        pace = plan.frame_ms if self._config.replay_timing == "recorded" else None
+        started = anyio.current_time()
         batch = bytearray()
-        for frame in frames:
-            batch += frame
-            if len(batch) >= _WRITE_BATCH:
-                await conn.send(conn.encode(bytes(batch)))
+        for index, frame in enumerate(frames):
+            if pace is not None and index < len(pace):
+                if batch:
+                    await conn.send(bytes(batch))
+                    batch.clear()
+                await anyio.sleep_until(started + pace[index] / 1000)
+            if frame:
+                batch += conn.encode(frame)
+            if len(batch) >= _WRITE_BATCH or pace is not None:
+                await conn.send(bytes(batch))
                 batch.clear()
-        await conn.send(conn.encode(bytes(batch)) + conn.encode_end())
+        await conn.send(bytes(batch) + conn.encode_end())
 
     # -- forwarding --------------------------------------------------------------------------------
 
@@ -257,7 +264,7 @@ class Handler:
             return
         outcome.status = response.status_code
         outcome.kind = LIVE
-        tee = _Tee(plan, canonical, response, started, self._record_cap)
+        tee = _Tee(plan, canonical, response, started, self._record_cap, self._health)
         cut: Exception | None = None
         try:
             # While the reply flows, a second task reads the client's side, so a client that
@@ -324,6 +331,8 @@ class _Relay:
         if declared.isdigit() and "transfer-encoding" not in response.headers:
             self._length = int(declared)
         head = headers.client_reply(response.headers.raw, keep_length=self._length is not None)
+        if self._tee.wanted:
+            head = [*head, *self._tee.health.header()]
         await self._send(self._conn.encode_head(response.status_code, head, close=close))
         async for chunk in response.aiter_raw():
             self._delivered += len(chunk)
@@ -357,8 +366,10 @@ class _Tee:
         response: httpx.Response,
         started: float,
         cap: int,
+        health: RecordingHealth,
     ) -> None:
         self._commit = plan.sink
+        self.health = health
         self.wanted = plan.sink is not None
         self._pending: list[Reply] = []
         self._recording: Recording | None = None
@@ -398,8 +409,11 @@ class _Tee:
             try:
                 # Cancellation waits for the thread: a started commit always finishes.
                 await anyio.to_thread.run_sync(self._run_commit, reply)
-            except Exception as exc:  # the client still gets its reply; only the record is lost
-                if not isinstance(exc, PyrulaError):
+            except (Exception, RecordRefused) as caught:  # the client still gets its reply
+                exc = caught.error if isinstance(caught, RecordRefused) else caught
+                if isinstance(exc, StoreError):
+                    self.health.failed(exc)  # one warning per condition, not per exchange
+                elif not isinstance(exc, PyrulaError):
                     logger.exception("pyrula proxy: recording an exchange failed")
                 self.problem = (str(exc).splitlines() or [type(exc).__name__])[0]
                 assert self._recording is not None
@@ -410,6 +424,7 @@ class _Tee:
         assert self._commit is not None
         self._commit.complete(reply)
         self.committed = True
+        self.health.recovered()
 
     def close(self) -> None:
         """The exchange is over: whatever was not committed is dropped."""

@@ -38,6 +38,44 @@ class Outcome:
     detail: str = ""
 
 
+NOT_RECORDED_HEADER = "x-pyrula-not-recorded"
+
+
+class RecordingHealth:
+    """Whether the store is failing to take recordings (a full disk, damage), for the proxy.
+
+    The first failure of a kind logs one warning, not one per exchange; while the condition
+    lasts, every live reply's head carries `x-pyrula-not-recorded` saying why. The proxy still
+    tries each commit, and the first that succeeds ends the condition (logged once too).
+    """
+
+    def __init__(self) -> None:
+        self.problem: str | None = None
+
+    def failed(self, exc: Exception) -> None:
+        kind = type(exc).__name__
+        if self.problem is None or not self.problem.startswith(kind):
+            logger.warning(
+                "pyrula proxy: exchanges are not being recorded: %s (the proxy keeps answering; "
+                "replies carry the %s header until a recording succeeds again)",
+                exc,
+                NOT_RECORDED_HEADER,
+            )
+        self.problem = f"{kind}: {' '.join(str(exc).split())}"
+
+    def recovered(self) -> None:
+        if self.problem is not None:
+            logger.warning("pyrula proxy: recording again (%s has cleared)", self.problem)
+            self.problem = None
+
+    def header(self) -> list[tuple[bytes, bytes]]:
+        """The header for a live reply's head while recordings are failing (else none)."""
+        if self.problem is None:
+            return []
+        value = self.problem.encode("ascii", "replace")[:400]
+        return [(NOT_RECORDED_HEADER.encode(), value)]
+
+
 def exchange_line(o: Outcome) -> str:
     line = f"{o.kind:<10} {o.provider:<10} {o.method} {o.path} {o.status} {o.ms:.1f} ms"
     if o.namespace:

@@ -15,6 +15,17 @@ from pyrula.cassette import Cassette, Mode
 from pyrula.journal.store import Store
 from pyrula.transport.core import Live, Plan
 
+# What a replay miss through the proxy tells the user: the proxy's flags and headers, not the
+# in-process cassette's modes or pytest's options.
+PROXY_MISS_FIX = (
+    "Record it with the proxy in --mode auto (records what it has not seen) or --mode record; "
+    "check that the client sends the same x-pyrula-cassette header it recorded with."
+)
+PROXY_REPEAT_FIX = (
+    "Record the extra call with --mode auto, or POST /_pyrula/reset (or give each test its own "
+    "x-pyrula-cassette header) so repeated identical requests count from the first again."
+)
+
 
 class Sessions:
     """Plans requests against the store; `mode` None forwards everything without journaling."""
@@ -38,9 +49,13 @@ class Sessions:
             return found
         assert self.mode is not None and self.store is not None
         with self._lock:
-            return self._cassettes.setdefault(
-                namespace, Cassette(namespace, self.mode, store=self.store)
-            )
+            found = self._cassettes.get(namespace)
+            if found is None:
+                found = Cassette(namespace, self.mode, store=self.store)
+                found.miss_fix = PROXY_MISS_FIX
+                found.repeat_fix = PROXY_REPEAT_FIX
+                self._cassettes[namespace] = found
+            return found
 
     def reset(self, namespace: str | None = None) -> list[str]:
         """Start counting identical requests from zero again (all namespaces, or one)."""

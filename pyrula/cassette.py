@@ -19,7 +19,13 @@ from types import TracebackType
 from typing import Any, Literal, TypeVar, cast, get_args
 
 from pyrula import netguard
-from pyrula.errors import ReplayMiss, StoreNotFound, VerifyMismatch
+from pyrula.errors import (
+    PayloadTooLarge,
+    RecordRefused,
+    ReplayMiss,
+    StoreNotFound,
+    VerifyMismatch,
+)
 from pyrula.fingerprints import Canonical, RequestParts, nearest
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import cassette_key, namespace_prefix
@@ -72,6 +78,9 @@ class Cassette:
         self.verify_report: list[VerifyResult] = []
         self._store: Store | None = None
         self._exchanges: Exchanges | None = None
+        # What a replay miss tells the user to do; the proxy gives its own flags instead.
+        self.miss_fix = _MISS_FIX
+        self.repeat_fix = "Re-record with mode='new_episodes' if the extra call is intended."
 
     # -- the session the transports ask ----------------------------------------------------------
 
@@ -130,6 +139,7 @@ class Cassette:
                 status=record.status,
                 headers=record.headers,
                 frames=self.exchanges.frames(record, first_page),
+                frame_ms=record.extra.get("frame_ms"),
             )
         if self.mode == "none" or (self.mode == "once" and self._had_records):
             with self._lock:
@@ -142,7 +152,15 @@ class Cassette:
         self, key: bytes, parts: RequestParts, canonical: Canonical
     ) -> Callable[[Reply], None]:
         def commit(reply: Reply) -> None:
-            record_exchange(self.exchanges, key, parts, canonical, reply, namespace=self.name)
+            try:
+                record_exchange(self.exchanges, key, parts, canonical, reply, namespace=self.name)
+            except PayloadTooLarge as exc:
+                if reply.streamed:
+                    raise  # read as the caller iterates, outside the SDK's retry loop
+                # A plain body is read inside the SDK's send and retry loop (openai 2.x,
+                # anthropic), which would send the paid request again: carried out as a
+                # `JournalRefusal`, raised as itself when the block exits.
+                raise RecordRefused(exc) from exc
             with self._lock:
                 if key not in self.stats.used:
                     self.stats.recorded += 1
@@ -169,8 +187,7 @@ class Cassette:
         if occurrence and self.exchanges.get(cassette_key(self.name, canonical.digest, 0)):
             return ReplayMiss(
                 f"cassette {self.name!r} recorded this {where} request {occurrence} time(s); "
-                f"this is call {occurrence + 1}. Re-record with mode='new_episodes' if the extra "
-                "call is intended."
+                f"this is call {occurrence + 1}. {self.repeat_fix}"
             )
         candidates = (
             (record, self.exchanges.request(record).get("compared", {}))
@@ -178,10 +195,7 @@ class Cassette:
             if record.surface == canonical.surface
         )
         best = nearest(canonical.compared, candidates)
-        fix = (
-            "Re-record with mode='new_episodes' (pytest: --pyrula-record-mode=new_episodes) if "
-            "the change is intended."
-        )
+        fix = self.miss_fix
         if best is None:
             return ReplayMiss(f"cassette {self.name!r} has no recorded {where} request. {fix}")
         record, differences = best
@@ -219,6 +233,8 @@ class Cassette:
         pop_session(self, self._token)
         if self.mode == "none":
             netguard.unblock()
+        if isinstance(exc, RecordRefused):
+            raise exc.error from None  # out of the SDK call: the refusal as itself
         if self.mode == "all" and exc_type is None:
             # Everything was re-recorded: what this pass did not touch is stale.
             stale = [
@@ -278,6 +294,12 @@ def cassette(
 ) -> Cassette:
     """Record or replay the model calls made inside a block (context manager or decorator)."""
     return Cassette(name, mode, store=store, allow_hosts=allow_hosts)
+
+
+_MISS_FIX = (
+    "Re-record with mode='new_episodes' (pytest: --pyrula-record-mode=new_episodes) if "
+    "the change is intended."
+)
 
 
 def _age(timestamp: float) -> str:

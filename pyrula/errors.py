@@ -123,7 +123,9 @@ class PayloadTooLarge(PyrulaError):
         self.cap = cap
         super().__init__(
             f"{what} of {size:,} bytes is over the store's per-record cap of {cap:,} bytes; "
-            f"raise it with Store(max_record_bytes=...) or PYRULA_MAX_RECORD_BYTES"
+            "raise it with Store(max_event_payload_bytes=...) (also named max_record_bytes) or "
+            "PYRULA_MAX_EVENT_PAYLOAD_BYTES (or PYRULA_MAX_RECORD_BYTES); image, audio and other "
+            "multimodal replies run to several MB, so for them set it to e.g. 8000000"
         )
 
 

@@ -13,6 +13,7 @@ import lmdb
 
 from pyrula.cli._errors import AmbiguousRecord, UnknownRecord
 from pyrula.errors import StoreCorrupt
+from pyrula.journal.check import Damage, readable
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import CASSETTE_PREFIX, run_prefix, split_key
 from pyrula.journal.store import Store
@@ -86,6 +87,32 @@ def select(exchanges: Exchanges, selection: Selection = Selection()) -> list[Ent
             for key, record in exchanges.scan(selection.key_prefix())
             if selection.matches(record, now)
         ]
+
+
+def select_readable(
+    exchanges: Exchanges, selection: Selection, damaged: list[Damage]
+) -> list[Entry]:
+    """The matching exchanges whose headers read; the others are added to `damaged`."""
+    now = time.time()
+    entries = []
+    with _damage_reported():
+        for key, found in readable(exchanges, selection.key_prefix()):
+            if isinstance(found, Damage):
+                damaged.append(found)
+            elif selection.matches(found, now):
+                entries.append(Entry(key, found))
+    return entries
+
+
+def load_readable(
+    exchanges: Exchanges, entries: list[Entry], damaged: list[Damage]
+) -> Iterator[Loaded]:
+    """Load each entry in turn, adding the ones that do not read to `damaged`."""
+    for entry in entries:
+        try:
+            yield load(exchanges, entry)
+        except StoreCorrupt as exc:
+            damaged.append(Damage("exchange", entry.key, str(exc), entry.record.id))
 
 
 def resolve(exchanges: Exchanges, id_prefix: str) -> Entry:

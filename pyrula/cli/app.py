@@ -12,6 +12,7 @@ from pyrula.cli.journal import journal_app
 from pyrula.cli.mcp import mcp_app
 from pyrula.cli.proxy import proxy
 from pyrula.cli.runs import runs_app, worker
+from pyrula.cli.store import store_app
 
 app = typer.Typer(
     name="pyrula",
@@ -43,6 +44,7 @@ app.add_typer(mcp_app, name="mcp")
 app.command("worker")(worker)
 app.command("demo")(demo)
 app.command("proxy")(proxy)
+app.add_typer(store_app, name="store")
 
 
 def main() -> None:

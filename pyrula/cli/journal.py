@@ -27,12 +27,17 @@ from pyrula.cli._records import (
     Loaded,
     Selection,
     load,
+    load_readable,
     opened,
     resolve,
     select,
+    select_readable,
 )
+from pyrula.cli.store import damage_json as _damage_json
+from pyrula.cli.store import damage_text as _damage_text
 from pyrula.errors import PyrulaError
 from pyrula.fingerprints import diff as diff_compared
+from pyrula.journal.check import Damage
 from pyrula.journal.exchanges import Exchanges
 
 journal_app = typer.Typer(
@@ -223,12 +228,15 @@ def export(
 ) -> None:
     """Export exchanges as JSONL (one per line, re-importable) or as a HAR 1.2 archive.
 
+    Damaged exchanges are left out and listed on stderr (exit code 1); the rest is exported.
+
     Example: pyrula journal export tests/ --format har -o recorded.har
     """
+    damaged: list[Damage] = []
     with _reported(as_json), opened(store) as journal_store:
         exchanges = Exchanges(journal_store)
-        entries = select(exchanges, Selection(prefix, surface))
-        loaded = (load(exchanges, entry) for entry in entries)
+        entries = select_readable(exchanges, Selection(prefix, surface), damaged)
+        loaded = load_readable(exchanges, entries, damaged)
         if output is None:
             _write(sys.stdout, fmt, loaded)
             return
@@ -239,14 +247,32 @@ def export(
             os.replace(part, output)
         finally:
             part.unlink(missing_ok=True)
+    exported = len(entries) - sum(d.record_id is not None for d in damaged)
     if as_json:
-        _render.emit_json({"exported": len(entries), "format": fmt.value, "output": str(output)})
+        _render.emit_json({"exported": exported, "format": fmt.value, "output": str(output)})
     else:
         _render.console().print(
-            f"Exported {len(entries)} exchanges to {output} ({fmt.value}).",
+            f"Exported {exported} exchanges to {output} ({fmt.value}).",
             markup=False,
             soft_wrap=True,
         )
+    _report_damage(damaged, as_json)
+
+
+def _report_damage(damaged: list[Damage], as_json: bool) -> None:
+    """List the exchanges an export left out because they did not read; exit 1 if any."""
+    if not damaged:
+        return
+    for item in damaged:
+        if as_json:
+            typer.echo(json.dumps(_damage_json(item)), err=True)
+        else:
+            typer.echo(f"damaged, not exported: {_damage_text(item)}", err=True)
+    typer.echo(
+        f"{len(damaged)} damaged exchange(s) left out; `pyrula store check` lists the damage",
+        err=True,
+    )
+    raise typer.Exit(1)
 
 
 def _write(stream: TextIO, fmt: ExportFormat, loaded: Iterator[Loaded]) -> None:

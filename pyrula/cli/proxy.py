@@ -108,6 +108,14 @@ def proxy(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No line per exchange (warnings still show).")
     ] = False,
+    replay_timing: Annotated[
+        str,
+        typer.Option(
+            "--replay-timing",
+            help="A replayed stream's frames: fast (as fast as the client reads) or recorded "
+            "(at the pace they were recorded).",
+        ),
+    ] = "fast",
 ) -> None:
     """Run the record/replay HTTP proxy; clients change only their base URL.
 
@@ -135,6 +143,7 @@ def proxy(
             limits=Limits(
                 max_body_bytes=max_body_bytes, max_header_bytes=max_header_bytes, grace_s=grace
             ),
+            replay_timing=replay_timing,
         )
         anyio.run(run, config)
     except PyrulaError as exc:

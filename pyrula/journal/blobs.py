@@ -61,29 +61,44 @@ def _load_value(txn: lmdb.Transaction, db: Any, value: Any) -> Any:
     if "$inline" in value:
         return value["$inline"]
     if "$blob" in value:
-        return json.loads(_get(txn, db, bytes.fromhex(value["$blob"])))
+        digest = bytes.fromhex(value["$blob"])
+        return _json(_get(txn, db, digest), digest)
     if "$list" in value:
         items: list[Any] = []
         cell = bytes.fromhex(value["$list"])
         while cell != _EMPTY:
             data = _get(txn, db, cell)
             cell, element = data[1:33], data[33:65]
-            items.append(json.loads(_get(txn, db, element)))
+            items.append(_json(_get(txn, db, element), element))
         items.reverse()
         return items
     return value
 
 
 def _get(txn: lmdb.Transaction, db: Any, digest: bytes) -> bytes:
+    """The blob stored under `digest`, checked against it: its key is its SHA-256."""
     data = txn.get(digest, db=db)
     if data is None:
-        raise StoreCorrupt(f"blob {digest.hex()[:12]} is missing from the store")
-    return bytes(data)
+        raise StoreCorrupt(f"missing blob {digest.hex()[:12]}")
+    data = bytes(data)
+    if hashlib.sha256(data).digest() != digest:
+        raise StoreCorrupt(f"damaged: blob {digest.hex()[:12]} does not match its digest")
+    return data
+
+
+def _json(data: bytes, digest: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise StoreCorrupt(f"damaged: blob {digest.hex()[:12]} is not JSON ({exc})") from exc
 
 
 def get_request(txn: lmdb.Transaction, db: Any, ref: str) -> dict[str, Any]:
-    """Rebuild a request document stored by `put_request`."""
-    stored = json.loads(_get(txn, db, bytes.fromhex(ref)))
+    """Rebuild a request document stored by `put_request`; `StoreCorrupt` if a part is damaged."""
+    digest = bytes.fromhex(ref)
+    stored = _json(_get(txn, db, digest), digest)
+    if not isinstance(stored, dict):
+        raise StoreCorrupt(f"damaged: blob {ref[:12]} is not a request document")
     return {
         section: {name: _load_value(txn, db, value) for name, value in part.items()}
         if isinstance(part, dict)
@@ -95,7 +110,7 @@ def get_request(txn: lmdb.Transaction, db: Any, ref: str) -> dict[str, Any]:
 def blob_refs(txn: lmdb.Transaction, db: Any, ref: str) -> set[bytes]:
     """Every blob a request document reaches, itself included (for pruning)."""
     seen = {bytes.fromhex(ref)}
-    stored = json.loads(_get(txn, db, bytes.fromhex(ref)))
+    stored = _json(_get(txn, db, bytes.fromhex(ref)), bytes.fromhex(ref))
     for part in stored.values():
         if not isinstance(part, dict):
             continue

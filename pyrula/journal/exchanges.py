@@ -1,13 +1,16 @@
 """Recorded exchanges: what was asked (scrubbed, canonical) and every frame of what came back.
 
-Layout of one exchange under its key in the `exchanges` database:
+Layout of one exchange under its key in the `exchanges` database (record format 2):
 
-    u32 header length | header (JSON) | page 0
+    0xC5 | u32 CRC-32 of what follows | u32 header length | header (JSON) | page 0
 
 A page is a run of frames, each `u32 length | bytes`, packed up to `PAGE_BYTES`. Page 0 sits in
 the exchange's own value, so a small reply replays from a single read. Pages 1.. live in the
-`frames` database under `record id | u32 page`, and a replay reads them one at a time: memory
-stays bounded by a page, not by the reply.
+`frames` database under `record id | u32 page`, each as `u32 CRC-32 | page`, and a replay reads
+them one at a time: memory stays bounded by a page, not by the reply.
+
+The checksums make damage a typed error (`StoreCorrupt` naming the record) instead of wrong
+bytes served as a reply. Records of format 1 (no marker byte, no checksums) still read.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import json
 import os
 import struct
 import time
+import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,11 +29,13 @@ import lmdb
 
 from pyrula.errors import RestoreRefused, StoreCorrupt
 from pyrula.journal import blobs
+from pyrula.journal.keys import describe_key
 from pyrula.journal.store import Store
 
-RECORD_FORMAT = 1
+RECORD_FORMAT = 2
 PAGE_BYTES = 64 * 1024
 _U32 = struct.Struct(">I")
+_CHECKED = 0xC5  # the first byte of a checksummed (format 2) value; format 1 starts with 0x00
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,7 +156,7 @@ class Exchanges:
             value = txn.get(key, db=self._db)
             if value is None:
                 return None
-            return _decode(value)
+            return _decode(value, key)
 
     def frames(self, record: ExchangeRecord, first_page: bytes) -> Iterator[bytes]:
         """The reply's frames in order, one page in memory at a time."""
@@ -161,6 +167,8 @@ class Exchanges:
                 if data is None:
                     raise StoreCorrupt(f"record {record.id} is missing frame page {page}")
                 data = bytes(data)
+            if record.format >= 2:
+                data = _verified(data, f"record {record.id} frame page {page}")
             yield from _unpack(data)
 
     def body(self, record: ExchangeRecord, first_page: bytes) -> bytes:
@@ -223,7 +231,11 @@ class Exchanges:
 
         def commit(txn: lmdb.Transaction) -> int:
             # Frame pages are keyed by record id: an id may belong to one key only.
-            owners = {_decode(v)[0].id: bytes(k) for k, v in txn.cursor(db=self._db)}
+            owners = {}
+            for k, v in txn.cursor(db=self._db):
+                found = _readable(v)
+                if found is not None:
+                    owners[found.id] = bytes(k)
             replaced = 0
             for index, (item, pages) in enumerate(zip(exchanges, packed, strict=True)):
                 owner = owners.get(item.record.id)
@@ -265,12 +277,17 @@ class Exchanges:
         """Put `record` and its pages under `key`, dropping the pages of the record it replaces."""
         old = txn.get(key, db=self._db)
         if old is not None:
-            self._delete_pages(txn, _decode(old)[0])
+            self._delete_pages(txn, _readable(old))
         txn.put(key, _encode(record, pages[0]), db=self._db)
         for number, page in enumerate(pages[1:], start=1):
+            if record.format >= 2:
+                page = _U32.pack(zlib.crc32(page)) + page
             txn.put(_page_key(record.id, number), page, db=self._frames)
 
-    def _delete_pages(self, txn: lmdb.Transaction, record: ExchangeRecord) -> None:
+    def _delete_pages(self, txn: lmdb.Transaction, record: ExchangeRecord | None) -> None:
+        """Delete a record's frame pages (none known when the record is damaged)."""
+        if record is None:
+            return
         for page in range(1, record.pages):
             txn.delete(_page_key(record.id, page), db=self._frames)
 
@@ -284,7 +301,7 @@ class Exchanges:
                 old = txn.get(key, db=self._db)
                 if old is None:
                     continue
-                self._delete_pages(txn, _decode(old)[0])
+                self._delete_pages(txn, _readable(old))
                 txn.delete(key, db=self._db)
                 removed += 1
             return removed
@@ -293,11 +310,15 @@ class Exchanges:
 
     def scan(self, prefix: bytes = b"") -> Iterator[tuple[bytes, ExchangeRecord]]:
         for key, value in self.store.iter_prefix(self._db, prefix):
-            yield key, _decode(value)[0]
+            yield key, _decode(value, key)[0]
 
     def request(self, record: ExchangeRecord) -> dict[str, Any]:
+        """The record's request document; `StoreCorrupt` naming the record when it is damaged."""
         with self.store.read() as txn:
-            return blobs.get_request(txn, self._blobs, record.request)
+            try:
+                return blobs.get_request(txn, self._blobs, record.request)
+            except StoreCorrupt as exc:
+                raise StoreCorrupt(f"record {record.id}: its request document is {exc}") from exc
 
     def collect_garbage(self) -> int:
         """Delete blobs no record reaches any more; return how many went.
@@ -318,17 +339,51 @@ class Exchanges:
 
 def _encode(record: ExchangeRecord, first_page: bytes) -> bytes:
     header = json.dumps(record.to_json(), separators=(",", ":")).encode()
-    return _U32.pack(len(header)) + header + first_page
+    body = _U32.pack(len(header)) + header + first_page
+    if record.format < 2:
+        return body
+    return bytes([_CHECKED]) + _U32.pack(zlib.crc32(body)) + body
 
 
-def _decode(value: bytes | memoryview) -> tuple[ExchangeRecord, bytes]:
+def _verified(data: bytes, what: str) -> bytes:
+    """`data` without its leading CRC-32, which must match the rest."""
+    if len(data) < 4 or _U32.unpack_from(data, 0)[0] != zlib.crc32(memoryview(data)[4:]):
+        raise StoreCorrupt(
+            f"{what} is damaged (its checksum does not match); export what still reads with "
+            "`pyrula journal export` and delete or re-record this one"
+        )
+    return data[4:]
+
+
+def decode_header(value: bytes | memoryview, key: bytes) -> ExchangeRecord:
+    """The record header stored under `key`; `StoreCorrupt` naming the key when it is damaged."""
+    return _decode(value, key)[0]
+
+
+def _readable(value: bytes | memoryview) -> ExchangeRecord | None:
+    """The record in `value`, or None when it is damaged (to replace or delete it anyway)."""
+    try:
+        return _decode(value)[0]
+    except StoreCorrupt:
+        return None
+
+
+def _decode(value: bytes | memoryview, key: bytes | None = None) -> tuple[ExchangeRecord, bytes]:
     data = bytes(value)
+    where = f"the exchange of {describe_key(key)}" if key is not None else "a recorded exchange"
+    checked = bool(data) and data[0] == _CHECKED
+    if checked:
+        data = _verified(data[1:], where)
+    elif data[:1] != b"\x00":
+        raise StoreCorrupt(f"{where} is damaged (unknown layout); delete or re-record it")
     if len(data) < 4:
-        raise StoreCorrupt("a recorded exchange is truncated")
+        raise StoreCorrupt(f"{where} is truncated")
     (length,) = _U32.unpack_from(data, 0)
     try:
         header = json.loads(data[4 : 4 + length])
         record = ExchangeRecord.from_json(header)
-    except (ValueError, TypeError, KeyError) as exc:
-        raise StoreCorrupt(f"a recorded exchange header is damaged: {exc}") from exc
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise StoreCorrupt(f"{where}: its header is damaged ({exc})") from exc
+    if (record.format >= 2) != checked:
+        raise StoreCorrupt(f"{where}: its header's format does not match its layout")
     return record, data[4 + length :]

@@ -49,3 +49,19 @@ def run_prefix(run_id: str) -> bytes:
 def run_key(run_id: str, scope: str, index: int) -> bytes:
     """The key of the `index`-th model call in the replay `scope` of the run `run_id`."""
     return run_prefix(run_id) + scope.encode() + b"\x00" + _U32.pack(index)
+
+
+def describe_key(key: bytes) -> str:
+    """A key as a person reads it: `cassette NAME, request FP12…, occurrence N`, `run ID, scope
+    S, call N`, or its hex when it fits neither layout."""
+    try:
+        if key.startswith(CASSETTE_PREFIX):
+            name, fingerprint, occurrence = split_key(key)
+            return f"cassette {name!r}, request {fingerprint[:12]}, occurrence {occurrence}"
+        if key.startswith(RUN_PREFIX):
+            run_id, scope = key[len(RUN_PREFIX) : -5].decode().split("\x00", 1)
+            (index,) = _U32.unpack(key[-4:])
+            return f"run {run_id!r}, scope {scope!r}, call {index}"
+    except (ValueError, UnicodeDecodeError, struct.error):
+        pass
+    return f"key {key.hex()}"

@@ -25,6 +25,8 @@ class Reply:
     streamed: bool
     # False when the body could not be decoded and is kept as sent, content-encoding and all.
     decoded: bool = True
+    # When each frame arrived, in ms after the request was sent (a replay may keep the pace).
+    frame_ms: tuple[float, ...] = ()
 
 
 def request_document(
@@ -61,12 +63,20 @@ def record_exchange(
     is_error = reply.status >= 400
     frames = reply.frames
     if secrets or is_error:
-        frames = [scrub.scrub_bytes(f, secrets, patterns=is_error) for f in frames]
+        # On the whole body, not per frame: a chunk boundary may fall inside a credential.
+        frames = scrub.scrub_frames(frames, secrets, patterns=is_error)
     # A body kept undecoded keeps the content-encoding that tells a replay how to read it.
     headers = [
         (k, scrub.scrub_bytes(v.encode(), secrets).decode())
         for k, v in scrub.kept_reply_headers(reply.headers, keep_encoding=not reply.decoded)
     ]
+    if not reply.streamed and any(k.lower() == "content-length" for k, _ in reply.headers):
+        # SDKs expose the reply's headers (google-genai's `sdk_http_response`): a plain reply
+        # that had a length replays with one, the length of the body as stored.
+        headers.append(("content-length", str(sum(len(f) for f in frames))))
+    extra = dict(extra or {})
+    if reply.streamed and reply.frame_ms and len(reply.frame_ms) == len(frames):
+        extra["frame_ms"] = [round(ms, 1) for ms in reply.frame_ms]
     exchange = Exchange(
         request_doc=request_document(parts, canonical, secrets),
         surface=canonical.surface,
@@ -79,6 +89,6 @@ def record_exchange(
         streamed=reply.streamed,
         elapsed_ms=reply.elapsed_ms,
         namespace=namespace,
-        extra=extra or {},
+        extra=extra,
     )
     return exchanges.put(key, exchange, also=also)

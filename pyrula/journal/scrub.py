@@ -81,6 +81,51 @@ def scrub_bytes(data: bytes, secrets: Iterable[bytes] = (), *, patterns: bool = 
     return data
 
 
+def scrub_frames(
+    frames: list[bytes], secrets: Iterable[bytes] = (), *, patterns: bool = False
+) -> list[bytes]:
+    """Mask secrets in a reply as a whole, keeping its frame boundaries.
+
+    A transport chunk may end in the middle of a credential, so each frame alone may hold only
+    part of it. The secrets are found in the joined body; each is replaced by one mask placed in
+    the frame where it starts, and its rest is cut from the frames it ran into. Every other byte
+    stays in its own frame, so a replay is chunked as the live reply was. A frame left empty (it
+    held only the middle of a secret) is dropped.
+    """
+    body = b"".join(frames)
+    spans = [m.span() for secret in secrets for m in re.finditer(re.escape(secret), body)]
+    if patterns:
+        spans += [m.span() for m in _SECRET_PATTERNS.finditer(body)]
+    if not spans:
+        return frames
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    out: list[bytes] = []
+    offset = 0
+    index = 0  # the first merged span that may still touch this frame
+    for frame in frames:
+        start, end = offset, offset + len(frame)
+        offset = end
+        piece = bytearray()
+        at = start
+        while index < len(merged) and merged[index][0] < end:
+            span_start, span_end = merged[index]
+            if span_start >= at:
+                piece += body[at:span_start] + MASK.encode()
+            at = max(at, min(span_end, end))
+            if span_end > end:
+                break  # the secret runs on into the next frame
+            index += 1
+        piece += body[at:end]
+        if piece or not frame:
+            out.append(bytes(piece))
+    return out
+
+
 def scrub_text(text: str, secrets: Iterable[bytes] = ()) -> str:
     return scrub_bytes(text.encode(), secrets, patterns=True).decode("utf-8", "replace")
 

@@ -23,6 +23,7 @@ from pyrula.errors import (
     StoreFull,
     StoreNotFound,
 )
+from pyrula.journal.lmdb_file import missing_bytes
 
 # The store's own format: bump on any change to how records are laid out.
 STORE_FORMAT = 1
@@ -67,12 +68,10 @@ class Store:
         sync: bool = True,
         max_record_bytes: int | None = None,
         map_size: int = _INITIAL_MAP_SIZE,
+        max_event_payload_bytes: int | None = None,
     ) -> None:
         self.path = Path(path) if path is not None else default_path()
-        env_cap = os.environ.get("PYRULA_MAX_RECORD_BYTES")
-        self.max_record_bytes = (
-            max_record_bytes or (int(env_cap) if env_cap else None) or (DEFAULT_MAX_RECORD_BYTES)
-        )
+        self.max_record_bytes = _record_cap(max_record_bytes, max_event_payload_bytes)
         self.readonly = readonly
         self._key = str(self.path.resolve())
         with _registry_lock:
@@ -157,6 +156,13 @@ class Store:
 
     def _probe(self, data: Path) -> None:
         """Read the format marker with a read-only, lock-free open that cannot change the files."""
+        short = missing_bytes(data)
+        if short is not None:
+            raise StoreCorrupt(
+                f"{data} is truncated: {short[0]:,} bytes where its own header names "
+                f"{short[1]:,} (was it copied while being written, or onto a full disk?); "
+                "restore it from a copy"
+            )
         try:
             env = lmdb.open(str(self.path), readonly=True, lock=False, max_dbs=len(_DATABASES) + 1)
         except lmdb.Error as exc:
@@ -295,6 +301,22 @@ _MISSING_FIX = (
     "check the path (--store, PYRULA_STORE), or record into it first; "
     "nothing is created where nothing would be recorded"
 )
+
+
+def _record_cap(max_record_bytes: int | None, max_event_payload_bytes: int | None) -> int:
+    """The per-record cap: an argument (either name: `max_event_payload_bytes` is the spec's),
+    else `PYRULA_MAX_RECORD_BYTES` or `PYRULA_MAX_EVENT_PAYLOAD_BYTES`, else 1,000,000."""
+    if max_record_bytes and max_event_payload_bytes and max_record_bytes != max_event_payload_bytes:
+        raise StoreError(
+            "max_record_bytes and max_event_payload_bytes name the same cap: give one of them"
+        )
+    for name in ("PYRULA_MAX_RECORD_BYTES", "PYRULA_MAX_EVENT_PAYLOAD_BYTES"):
+        value = os.environ.get(name)
+        if value and not (max_record_bytes or max_event_payload_bytes):
+            if not value.isdigit():
+                raise StoreError(f"{name}={value!r} is not a number of bytes")
+            return int(value)
+    return max_record_bytes or max_event_payload_bytes or DEFAULT_MAX_RECORD_BYTES
 
 
 def _free_bytes(path: Path) -> int | None:

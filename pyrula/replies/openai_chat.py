@@ -1,7 +1,8 @@
 """OpenAI chat completions replies (and every OpenAI-compatible provider's, `openai_compatible`).
 
 A stream is `data: {chunk}` events ending `data: [DONE]`; usage comes in a last chunk with
-`choices: []` when the request set `stream_options.include_usage`.
+`choices: []` when the request set `stream_options.include_usage`. A stream that fails ends
+instead with an error event (`event: error`, or a `data: {"error": ...}` chunk) and no `[DONE]`.
 """
 
 from __future__ import annotations
@@ -35,6 +36,10 @@ class _Finished:
         if frame.data.strip() == "[DONE]":
             return True
         chunk = parse_json(frame.data)
+        if frame.event == "error" or (isinstance(chunk, dict) and "error" in chunk):
+            # A failed stream (Groq and other OpenAI-compatible providers): `event: error` and
+            # `data: {"error": ...}`, no [DONE]. The SDK raises APIError on it: the outcome.
+            return True
         if not isinstance(chunk, dict):
             return False
         for choice in chunk.get("choices") or ():

@@ -27,6 +27,7 @@ from pyrula.errors import (
     ReplayInputChanged,
     RunAttemptEnded,
     RunNotFound,
+    StoreFull,
     WorkflowNotRegistered,
 )
 from pyrula.journal.store import Store, open_store
@@ -261,6 +262,10 @@ class Worker:
                     return
                 raise
             except (Exception, ReplayInputChanged) as exc:  # the body's failure ends the run
+                full = _store_full(exc)
+                if full is not None:
+                    _log_store_full(run, lease, full)
+                    return  # the disk's failure, not the run's: resumed once its lease lapses
                 error = describe_error(exc, capture=run.capture)
                 outcome = _Outcome(FAILED, "run:error", {"error": error}, error=error)
             if run.id in self._released:  # the body swallowed the drain's cancellation
@@ -285,6 +290,9 @@ class Worker:
                 )
             except RunAttemptEnded:
                 _log_lost(run, lease)
+                return
+            except StoreFull as exc:
+                _log_store_full(run, lease, exc)
                 return
             _log_run(outcome.status, run, lease, started, outcome.error)
         finally:
@@ -324,6 +332,29 @@ class Worker:
 def _fields(event: str, **more: Any) -> dict[str, Any]:
     """The structured form of a worker log record (`record.pyrula`), for JSON log handlers."""
     return {"pyrula": {"event": event, **more}}
+
+
+def _store_full(exc: BaseException) -> StoreFull | None:
+    """The `StoreFull` behind `exc` (an SDK may wrap it, as openai's APIConnectionError does)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, StoreFull):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _log_store_full(run: RunRecord, lease: Lease, exc: StoreFull) -> None:
+    log.warning(
+        "run %s attempt %s stopped: %s; the run is left to be resumed (by a worker once its "
+        "lease lapses, or `pyrula runs resume`)",
+        run.id,
+        lease.attempt,
+        exc,
+        extra=_fields("store_full", run=run.id, workflow=run.name, attempt=lease.attempt),
+    )
 
 
 def _log_lost(run: RunRecord, lease: Lease) -> None:

@@ -14,6 +14,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
 
+from pyrula.errors import PayloadTooLarge, RecordRefused
 from pyrula.fingerprints import Canonical, RequestParts, canonicalize
 from pyrula.journal.recorder import Reply
 from pyrula.transport.framing import (
@@ -32,6 +33,8 @@ class Replay:
     status: int
     headers: list[tuple[str, str]]
     frames: Iterator[bytes]
+    # When each frame arrived while recording (ms after sending), when that was recorded.
+    frame_ms: list[float] | None = None
 
 
 class Sink(Protocol):
@@ -141,6 +144,7 @@ class Recording:
         self._started = started
         self._streamed = is_streamed(content_type)  # SSE, or AWS `vnd.amazon.eventstream`
         self._frames: list[bytes] = []
+        self._times: list[float] = []
         # Bytes after the terminal frame (OpenAI chat's `[DONE]`) are kept by re-committing at
         # the end; a caller that stops right after the terminal frame still leaves a record.
         self._committed_frames = 0
@@ -153,6 +157,7 @@ class Recording:
         data = self._decoder.decode(chunk) if self._decoder else chunk
         if data:
             self._frames.append(data)
+            self._times.append((time.perf_counter() - self._started) * 1000)
             self._completion.feed(data)
         if self._completion.complete and not self._committed_frames:
             self._commit()
@@ -165,6 +170,7 @@ class Recording:
             tail = self._decoder.flush()
             if tail:
                 self._frames.append(tail)
+                self._times.append((time.perf_counter() - self._started) * 1000)
                 self._completion.feed(tail)
         if len(self._frames) > self._committed_frames and (
             self._completion.complete or self._completion.at_eof()
@@ -186,8 +192,16 @@ class Recording:
         self._frames = []
 
     def _commit(self) -> None:
+        amending = self._committed_frames > 0
         self._committed_frames = len(self._frames)
-        self._sink.complete(self._reply(list(self._frames)))
+        try:
+            self._sink.complete(self._reply(list(self._frames)))
+        except (PayloadTooLarge, RecordRefused):
+            if not amending:
+                raise
+            # The reply was recorded whole at its terminal frame; what trailed it (OpenAI's
+            # `[DONE]`) does not fit the cap. The record stands as it is, so live and replay
+            # end the same way: no error.
 
     def _reply(self, frames: list[bytes]) -> Reply:
         return Reply(
@@ -197,6 +211,7 @@ class Recording:
             elapsed_ms=(time.perf_counter() - self._started) * 1000,
             streamed=self._streamed,
             decoded=self._decoder is not None,
+            frame_ms=tuple(self._times[: len(frames)]),
         )
 
 

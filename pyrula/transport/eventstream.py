@@ -70,6 +70,7 @@ class EventStreamDecoder:
     """Incremental decoder over bytes split anywhere; malformed bytes raise `StreamFormatError`.
 
     An error is final: the stream has lost its framing, so every later `feed` raises it again.
+    The well-framed messages before it are always handed out first.
     """
 
     def __init__(self) -> None:
@@ -82,6 +83,9 @@ class EventStreamDecoder:
         return len(self._buffer)
 
     def feed(self, chunk: bytes) -> list[Message]:
+        """The whole messages `chunk` completes. A bad frame after well-framed messages in the
+        same chunk returns those messages first and raises on the next `feed` or `close`, so
+        what a stream yields does not depend on how its bytes were chunked."""
         if self._error is not None:
             raise self._error
         self._buffer += chunk
@@ -94,6 +98,8 @@ class EventStreamDecoder:
                 messages.append(message)
         except StreamFormatError as exc:
             self._error = exc
+            if messages:
+                return messages
             raise
 
     def close(self) -> None:

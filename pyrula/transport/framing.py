@@ -7,7 +7,9 @@ frames the bytes into events for it. A plain body is complete at its end.
 
 from __future__ import annotations
 
+import importlib
 import json
+import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,23 +34,32 @@ class SSEDecoder:
     """
 
     def __init__(self) -> None:
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._scanned = 0  # bytes at the buffer's start known to hold no line end
         self._event = ""
         self._data: list[str] = []
 
     def feed(self, chunk: bytes) -> list[SSEEvent]:
-        self._buffer += chunk
+        """The events `chunk` completes. Linear in the bytes fed, however they are split: a
+        long line arriving in small chunks is searched once, not again with every chunk."""
+        buffer = self._buffer
+        buffer += chunk
         events: list[SSEEvent] = []
+        start = 0
         while True:
-            cut = _line_end(self._buffer)
+            cut = _line_end(buffer, max(start, self._scanned))
             if cut is None:
-                return events
+                break
             end, width = cut
-            line = self._buffer[:end].decode("utf-8", "replace")
-            self._buffer = self._buffer[end + width :]
+            line = bytes(buffer[start:end]).decode("utf-8", "replace")
+            start = end + width
             event = self._line(line)
             if event is not None:
                 events.append(event)
+        del buffer[:start]
+        # A trailing \r may be half of \r\n: look at it again with the next chunk.
+        self._scanned = max(0, len(buffer) - 1)
+        return events
 
     def close(self) -> list[SSEEvent]:
         """Flush at end of stream: a final event with no blank line after it still counts."""
@@ -78,16 +89,20 @@ class SSEDecoder:
         return None
 
 
-def _line_end(buffer: bytes) -> tuple[int, int] | None:
-    """Where the first line ends and how wide its terminator is (\\r\\n, \\n or \\r)."""
-    n = buffer.find(b"\n")
-    r = buffer.find(b"\r")
-    if r == -1 and n == -1:
+_LINE_END = re.compile(rb"[\r\n]")
+
+
+def _line_end(buffer: bytearray, start: int = 0) -> tuple[int, int] | None:
+    """Where the first line end at or after `start` is, and how wide it is (\\r\\n, \\n or
+    \\r); None when there is none yet."""
+    found = _LINE_END.search(buffer, start)
+    if found is None:
         return None
-    if r == -1 or (n != -1 and n < r):
-        return n, 1
-    if r + 1 < len(buffer):
-        return r, 2 if buffer[r + 1 : r + 2] == b"\n" else 1
+    at = found.start()
+    if buffer[at] == 0x0A:
+        return at, 1
+    if at + 1 < len(buffer):
+        return at, 2 if buffer[at + 1] == 0x0A else 1
     # A trailing \r may be the first half of \r\n: wait for the next byte.
     return None
 
@@ -251,8 +266,57 @@ class _Zlib:
         return self._z.flush()
 
 
+class _Brotli:
+    """brotli, through whichever module the HTTP stack itself would use (`brotli` or
+    `brotlicffi`): httpx advertises `br` exactly when one of them is installed."""
+
+    def __init__(self, module: Any) -> None:
+        self._d = module.Decompressor()
+        # brotli has `process`, brotlicffi `decompress`.
+        self._step = getattr(self._d, "process", None) or self._d.decompress
+
+    def decode(self, chunk: bytes) -> bytes:
+        return bytes(self._step(chunk)) if chunk else b""
+
+    def flush(self) -> bytes:
+        return b""
+
+
+class _Zstd:
+    """zstd through `zstandard`, which httpx uses (and advertises `zstd` for) when installed."""
+
+    def __init__(self, module: Any) -> None:
+        self._module = module
+        self._d = module.ZstdDecompressor().decompressobj()
+
+    def decode(self, chunk: bytes) -> bytes:
+        out = bytearray()
+        while chunk:
+            out += self._d.decompress(chunk)
+            chunk = self._d.unused_data  # a body may hold several frames
+            if chunk:
+                self._d = self._module.ZstdDecompressor().decompressobj()
+        return bytes(out)
+
+    def flush(self) -> bytes:
+        return b""
+
+
+def _module(*names: str) -> Any:
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    return None
+
+
 def decoder_for(content_encoding: str) -> Decoder | None:
-    """A decoder for the reply's content-encoding, or None when we cannot decode it."""
+    """A decoder for the reply's content-encoding, or None when we cannot decode it.
+
+    Every coding the HTTP stack can decode is decoded here too (gzip, deflate; br and zstd when
+    the modules httpx uses for them are installed, which is when httpx asks for them), so a
+    reply is recorded decoded, scrubbed, and replays where no decoder is installed."""
     encoding = content_encoding.strip().lower()
     if encoding in ("", "identity"):
         return _Identity()
@@ -260,4 +324,10 @@ def decoder_for(content_encoding: str) -> Decoder | None:
         return _Zlib(16 + zlib.MAX_WBITS)
     if encoding == "deflate":
         return _Zlib(32 + zlib.MAX_WBITS)
+    if encoding == "br":
+        brotli = _module("brotli", "brotlicffi")
+        return _Brotli(brotli) if brotli is not None else None
+    if encoding == "zstd":
+        zstandard = _module("zstandard")
+        return _Zstd(zstandard) if zstandard is not None else None
     return None

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 import httpx2
+import openai
 import pytest
 
 import pyrula
@@ -126,3 +127,78 @@ def test_the_scrubbed_error_body_still_replays(store_path):
     assert replayed.status_code == live.status_code == 401
     message = json.loads(replayed.content)["error"]["message"]
     assert ECHOED not in message and message.startswith("bad key ")
+
+
+def _split_everywhere(body: bytes, secret: bytes) -> list[list[bytes]]:
+    """The body cut in two at every offset inside `secret` (the first occurrence)."""
+    at = body.index(secret)
+    return [[body[: at + k], body[at + k :]] for k in range(1, len(secret))]
+
+
+def _exports(store: Path, tmp_path: Path) -> bytes:
+    """Every export format of the store, as bytes (jsonl, har)."""
+    from typer.testing import CliRunner
+
+    from pyrula.cli.app import app
+
+    found = b""
+    for fmt in ("jsonl", "har"):
+        out = tmp_path / f"export.{fmt}"
+        result = CliRunner().invoke(
+            app, ["journal", "export", "--store", str(store), "-f", fmt, "-o", str(out)]
+        )
+        assert result.exit_code == 0, result.output
+        found += out.read_bytes()
+    return found
+
+
+def _pieces_of(secret: str) -> list[bytes]:
+    """The secret and each of its halves long enough to be its own (a split leaves both)."""
+    return [secret[:k].encode() for k in range(10, len(secret) + 1)] + [
+        secret[k:].encode() for k in range(0, len(secret) - 9)
+    ]
+
+
+@pytest.mark.parametrize("kind", ["stream", "error"])
+def test_a_credential_split_across_reply_chunks_is_scrubbed_at_every_offset(
+    store_path, tmp_path, kind
+):
+    from tests.fakes.openai_api import SSE_HEADERS, chat_chunks
+
+    key = TEST_KEY.encode()
+    if kind == "stream":
+        body = b"".join(chat_chunks([f"your key is {TEST_KEY}", " indeed"]))
+        status, headers = 200, SSE_HEADERS
+    else:
+        error = {"error": {"message": f"Incorrect API key provided: {TEST_KEY}", "code": "bad"}}
+        body, status = json.dumps(error).encode(), 401
+        headers = {"content-type": "application/json"}
+    splits = _split_everywhere(body, key)
+    served: list[list[bytes]] = []
+
+    def reply(request):
+        frames = splits[len(served)]
+        served.append(frames)
+        return status, headers, frames
+
+    client = openai_client(Upstream(OPENAI_LIB, reply), api_key=TEST_KEY, max_retries=0)
+    with pyrula.cassette("split", "once", store=store_path):
+        for n in range(len(splits)):
+            messages = ask(f"question {n}")
+            if kind == "stream":
+                stream = client.chat.completions.create(model="m", messages=messages, stream=True)
+                text = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
+                assert TEST_KEY in text  # the caller gets the live reply unchanged
+            else:
+                with pytest.raises(openai.AuthenticationError):
+                    client.chat.completions.create(model="m", messages=messages)
+    assert len(served) == len(splits)
+    raw = _raw_store(store_path) + _exports(store_path, tmp_path)
+    assert [p for p in _pieces_of(TEST_KEY) if p in raw] == []
+    # The replay keeps the live chunking around the mask: one frame before it, one after.
+    from pyrula.journal import Exchanges, Store
+
+    with Store(store_path) as opened:
+        exchanges = Exchanges(opened)
+        counts = {record.frames for _key, record in exchanges.scan()}
+    assert counts == {2}

@@ -130,3 +130,18 @@ def test_a_reply_larger_than_a_page_replays_frame_by_frame(tmp_path):
         record, first = exchanges.get(b"k")  # type: ignore[misc]
         assert record.pages > 1
         assert list(exchanges.frames(record, first)) == frames
+
+
+def test_the_cap_takes_the_specs_name_beside_todays(tmp_path, monkeypatch):
+    with Store(tmp_path / "a", max_event_payload_bytes=5_000_000) as store:
+        assert store.max_record_bytes == 5_000_000
+    monkeypatch.setenv("PYRULA_MAX_EVENT_PAYLOAD_BYTES", "4200000")
+    with Store(tmp_path / "b") as store:
+        assert store.max_record_bytes == 4_200_000
+
+
+def test_the_cap_error_says_how_to_raise_it_for_multimodal_replies(tmp_path):
+    with Store(tmp_path / "cap") as store, pytest.raises(PayloadTooLarge) as caught:
+        _put(Exchanges(store), b"image", b"x" * 2_600_000)  # an image-generation reply
+    message = str(caught.value)
+    assert "max_event_payload_bytes" in message and "multimodal" in message

@@ -248,3 +248,24 @@ def test_an_aws_event_stream_reply_is_recorded_as_streamed():
         recording.feed(frame)
     assert len(replies) == 1 and replies[0].streamed
     assert b"".join(replies[0].frames) == b"".join(CONVERSE)
+
+
+def test_well_framed_messages_before_a_bad_frame_in_one_chunk_are_kept():
+    good = [encode_message({":message-type": "event"}, f"m{n}".encode()) for n in range(3)]
+    decoder = EventStreamDecoder()
+    got = decoder.feed(b"".join(good) + b"\x00" * 8 + b"\xff" * 8)
+    assert [m.payload for m in got] == [b"m0", b"m1", b"m2"]
+    with pytest.raises(StreamFormatError, match="prelude checksum"):
+        decoder.feed(b"")  # the stream stays broken after its good prefix
+    with pytest.raises(StreamFormatError):
+        decoder.close()
+
+
+def test_completion_does_not_depend_on_how_the_bytes_before_a_bad_frame_were_chunked():
+    wire = b"".join(CONVERSE) + b"\x00" * 8 + b"\xff" * 8
+    whole = completion_for("bedrock.converse", CONTENT_TYPE, {}, {})
+    whole.feed(wire)
+    split = completion_for("bedrock.converse", CONTENT_TYPE, {}, {})
+    for frame in [*CONVERSE, b"\x00" * 8 + b"\xff" * 8]:
+        split.feed(frame)
+    assert whole.complete and split.complete

@@ -76,3 +76,31 @@ def test_gemini_stream_is_whole_only_if_its_last_chunk_finished():
     whole = completion_for("gemini.generate", "text/event-stream", {}, {})
     whole.feed(b'data: {"candidates": [{"finishReason": "STOP"}]}\r\n\r\n')
     assert whole.at_eof()
+
+
+class _CountingSearch:
+    """Stands in for the decoder's line-end pattern, counting the bytes each search looks at."""
+
+    def __init__(self, pattern):
+        self.pattern = pattern
+        self.looked_at = 0
+
+    def search(self, buffer, start=0):
+        found = self.pattern.search(buffer, start)
+        self.looked_at += (found.end() if found else len(buffer)) - start
+        return found
+
+
+def test_a_long_data_line_in_small_chunks_is_searched_once_not_per_chunk(monkeypatch):
+    from pyrula.transport import framing
+
+    counting = _CountingSearch(framing._LINE_END)
+    monkeypatch.setattr(framing, "_LINE_END", counting)
+    line = b"data: " + b"x" * (4 << 20) + b"\n\ndata: [DONE]\n\n"
+    decoder = SSEDecoder()
+    events = []
+    for at in range(0, len(line), 1024):
+        events += decoder.feed(line[at : at + 1024])
+    assert [len(e.data) for e in events] == [4 << 20, 6]
+    # Linear: each byte is looked at about once (a rescanned trailing byte per chunk aside).
+    assert counting.looked_at <= len(line) + 2 * (len(line) // 1024 + 1)

@@ -1,0 +1,51 @@
+"""A full disk under a durable run is the infrastructure's failure, not the workflow's: the run
+is left to be resumed, not ended `failed`, and resumes to completion once a write succeeds."""
+
+from __future__ import annotations
+
+import asyncio
+
+from pyrula.errors import StoreFull
+from pyrula.runtime import Worker, submit
+from pyrula.workflows import WorkflowContext, workflow
+from tests.runtime.support import ask, async_openai, chat_upstream, drive, new_store
+
+UPSTREAM = chat_upstream()
+
+
+@workflow(name="store_full_ask")
+async def store_full_ask(ctx: WorkflowContext, question: str) -> str:
+    return await ask(async_openai(UPSTREAM), question)
+
+
+def _fill_disk_once(store, monkeypatch) -> list[str]:
+    """Make the next commit of a recorded exchange fail as a full disk does (once)."""
+    failed: list[str] = []
+    write = store.write
+
+    def full_once(fn):
+        if not failed and fn.__qualname__.startswith("Exchanges.put"):
+            failed.append(fn.__qualname__)
+            raise StoreFull(store.path, 0, "mdb_txn_commit: No space left on device")
+        return write(fn)
+
+    monkeypatch.setattr(store, "write", full_once)
+    return failed
+
+
+def test_a_run_that_meets_a_full_disk_is_left_to_resume_then_completes(monkeypatch, caplog):
+    UPSTREAM.calls.clear()
+    store = new_store()
+    failed = _fill_disk_once(store, monkeypatch)
+    handle = submit(store_full_ask, "q1", store=store)
+    asyncio.run(Worker(store, poll_seconds=0.005, lease_seconds=0.2).run(max_runs=1))
+    assert failed, "the full disk was never met"
+    assert handle.record.status != "failed"
+    assert not [e for e in handle.events() if e.type == "run:error"]
+    assert "left to be resumed" in caplog.text
+
+    drive(store)  # space is back: the run is resumed once its lease lapses
+    assert handle.record.status == "completed"
+    assert asyncio.run(handle.result()) == "answer to q1"
+    # The call whose recording the full disk refused was not journaled, so it went out again.
+    assert len(UPSTREAM.calls) == 2
