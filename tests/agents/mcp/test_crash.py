@@ -3,6 +3,8 @@ tool's own log counts), and the client's retry with the same key gets the one re
 
 from __future__ import annotations
 
+import random
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -10,7 +12,7 @@ import pytest
 
 from pyrula.journal.store import open_store
 from pyrula.runtime import RunStore
-from tests.agents.mcp.support import HttpServer, Setup, http, wait_until
+from tests.agents.mcp.support import HttpServer, Setup, WorkerProcess, http, wait_until
 
 
 async def _call(url: str, args: dict[str, Any], key: str) -> Any:
@@ -88,3 +90,104 @@ def test_a_server_killed_mid_call_is_restarted_and_the_retry_reattaches(when: st
     assert not retry.isError and '"charged": "hold-s"' in retry.text
     assert setup.lines("effect hold-s") == ["effect hold-s 6"]
     assert fresh.isError and "IdempotencyConflict" in fresh.text
+
+
+# Seeds whose draws cover every (victim, point) pair: see `_draw`.
+SEEDS = [0, 1, 2, 4, 5, 6, 7, 9, 20]
+
+
+def _draw(seed: int) -> tuple[list[str], str]:
+    """Which processes die (server, worker or both, in a seeded order) and at which point:
+    `before` the tool starts (its run queued, no worker on it), `mid` tool (after `start`,
+    before the effect), `after` the effect (before the tool returns and its result is
+    journaled)."""
+    rng = random.Random(seed)
+    victims = {"server": ["server"], "worker": ["worker"], "both": ["server", "worker"]}
+    chosen = list(victims[rng.choice(sorted(victims))])
+    point = rng.choice(["before", "mid", "after"])
+    rng.shuffle(chosen)
+    return chosen, point
+
+
+def _reached(setup: Setup, order: str, point: str) -> Callable[[], bool]:
+    if point == "before":
+        return lambda: queued(setup) and not setup.lines(f"start {order}")
+    return lambda: bool(setup.lines(f"{'start' if point == 'mid' else 'effect'} {order}"))
+
+
+def test_the_seeds_cover_every_victim_and_point() -> None:
+    drawn = {(tuple(sorted(victims)), point) for victims, point in map(_draw, SEEDS)}
+    assert len(drawn) == 3 * 3
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_processes_killed_at_seeded_points_run_the_effect_as_documented(seed: int) -> None:
+    """SIGKILL the drawn processes at the drawn point, open the gates, restart what died, and
+    retry with the same `_meta.idempotency_key`: the one result, one completed run, and the
+    effect count docs/mcp.md states."""
+    victims, point = _draw(seed)
+    setup = Setup()
+    order, key = f"seed-{seed}", f"key-{seed}"
+    args = {"order_id": order, "cents": 100 + seed}
+    # `before` the tool starts: no worker is alive when the call's run is queued (a worker
+    # that is a victim dies idle first), so no worker can have taken the run.
+    worker: WorkerProcess | None = None
+    if point != "before" or "worker" in victims:
+        worker = setup.worker()
+        if point == "before":
+            worker.kill()
+    if point == "after":
+        setup.open_gate(order)  # on to the effect; held after it until `ORDER.after` opens
+    server = HttpServer(setup)
+
+    def restart_worker() -> None:
+        nonlocal worker
+        if worker is None or worker.process.poll() is not None:
+            worker = setup.worker()
+
+    async def first_call() -> Any:
+        results: list[Any] = []
+
+        async def call() -> None:
+            results.append(await _call(server.url, args, key))
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(call)
+            await _in_thread(_reached(setup, order, point), f"the {point} point")
+            for victim in victims:  # SIGKILL
+                (server if victim == "server" else worker or server).kill()
+            if "server" in victims:
+                tasks.cancel_scope.cancel()  # the client's connection dropped with the server
+                return None
+            setup.open_gate(order)
+            setup.open_gate(f"{order}.after")
+            restart_worker()
+            await _in_thread(lambda: results, "the call's result")
+        return results[0]
+
+    try:
+        first = anyio.run(first_call)
+        setup.open_gate(order)
+        setup.open_gate(f"{order}.after")
+        restart_worker()
+        if "server" in victims:
+            server = HttpServer(setup)
+        retry = anyio.run(_call, server.url, args, key)
+    finally:
+        server.kill()
+        if worker is not None:
+            worker.kill()
+
+    assert not retry.isError and f'"charged": "{order}"' in retry.text, retry
+    if first is not None:
+        assert retry == first
+    # What docs/mcp.md promises: the effect once, except a worker killed after the effect and
+    # before the result is journaled, which runs the tool again on resume.
+    rerun = "worker" in victims and point != "before"
+    effects = 2 if "worker" in victims and point == "after" else 1
+    assert len(setup.lines(f"start {order}")) == (2 if rerun else 1)
+    assert setup.lines(f"effect {order}") == [f"effect {order} {100 + seed}"] * effects
+    runs = list(RunStore(open_store(setup.store)).runs())
+    assert [r.status for r in runs] == ["completed"]
+    done = [e for e in RunStore(open_store(setup.store)).events(runs[0].id) if e.type == "run:done"]
+    assert len(done) == 1

@@ -2,8 +2,9 @@
 tests.agents.mcp.tools_app:tools`) and the workers import this module.
 
 Each tool appends to its own log (`MCP_TOOL_LOG`): the count of side effects. `charge_card`
-can hold mid-tool, between `start` and `effect`, until its order's gate file exists: where
-the tests kill."""
+can hold mid-tool, between `start` and `effect`, until its order's gate file exists (orders
+`hold*` and `seed*`), and after `effect`, before it returns, until the gate `ORDER.after`
+exists (orders `seed*`): where the tests kill."""
 
 from __future__ import annotations
 
@@ -23,10 +24,10 @@ def _log(line: str) -> None:
         os.fsync(log.fileno())
 
 
-def _hold(order_id: str) -> None:
+def _hold(name: str) -> None:
     gate = os.environ.get("MCP_TOOL_GATE")
-    if gate and order_id.startswith("hold"):
-        while not Path(f"{gate}.{order_id}").exists():
+    if gate:
+        while not Path(f"{gate}.{name}").exists():
             time.sleep(0.01)
 
 
@@ -39,8 +40,11 @@ class Address(BaseModel):
 def charge_card(order_id: str, cents: int) -> dict[str, object]:
     """Charge an order's card."""
     _log(f"start {order_id} {cents}")
-    _hold(order_id)
+    if order_id.startswith(("hold", "seed")):
+        _hold(order_id)
     _log(f"effect {order_id} {cents}")
+    if order_id.startswith("seed"):
+        _hold(f"{order_id}.after")
     return {"charged": order_id, "cents": cents}
 
 
