@@ -14,6 +14,7 @@ from typing import Any
 from pyrula.errors import ReplayMiss
 
 JSON = b"application/json"
+PAYLOAD_TOO_LARGE = 502  # the status of the answer to a reply over the record cap
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +90,21 @@ def upstream_failed(url: str, exc: BaseException, *, timeout: bool) -> Answer:
         "upstream_timeout" if timeout else "upstream_error",
         f"pyrula proxy: the upstream request to {url} {what}: {type(exc).__name__}: {exc}",
     )
+
+
+def payload_too_large(problem: str) -> Answer:
+    """502 for a reply over the store's record cap: not forwarded, not recorded, not retried."""
+    answer = error(
+        PAYLOAD_TOO_LARGE,
+        "payload_too_large",
+        f"pyrula proxy: the provider's reply was not forwarded: {problem}. The request was sent "
+        "once and is not retried. Raise the cap with PYRULA_MAX_EVENT_PAYLOAD_BYTES (or "
+        "PYRULA_MAX_RECORD_BYTES) where the proxy starts; image, audio and other multimodal "
+        "replies run to several MB, so for them set it to e.g. 8000000",
+    )
+    answer.headers.append((b"x-should-retry", b"false"))
+    answer.headers.append((b"x-pyrula-not-recorded", f"PayloadTooLarge: {problem}".encode()))
+    return answer
 
 
 def internal(exc: BaseException) -> Answer:

@@ -19,7 +19,7 @@ import anyio.to_thread
 import httpx
 from pyrula.fingerprints import Canonical, RequestParts
 
-from pyrula.errors import PyrulaError, RecordRefused, ReplayMiss, StoreError
+from pyrula.errors import PayloadTooLarge, PyrulaError, RecordRefused, ReplayMiss, StoreError
 from pyrula.journal.recorder import Reply
 from pyrula.transport.core import Callbacks, Live, Recording, Replay
 
@@ -88,7 +88,7 @@ class Handler:
                     answer.status, answer.all_headers(), answer.body, close=close or answer.close
                 )
         except ClientGone:
-            if outcome.kind not in (RECORDED, UNRECORDED):
+            if outcome.kind not in (RECORDED, UNRECORDED, REFUSED):
                 outcome.kind = ABANDONED
             outcome.detail = outcome.detail or "the client closed the connection"
             return False
@@ -276,6 +276,8 @@ class Handler:
                     await relay.run(close)
                 except UPSTREAM_ERRORS as exc:
                     cut = exc  # kept out of the task group, which would wrap it in a group
+                except _OverCap as exc:
+                    cut = exc
                 group.cancel_scope.cancel()
         finally:
             tee.close()
@@ -285,6 +287,13 @@ class Handler:
                 outcome.kind = RECORDED if tee.committed else UNRECORDED
                 if not tee.committed:
                     outcome.detail = tee.problem or "the reply never completed"
+        if tee.too_large:
+            # The record cap's one rule (docs/proxy.md): the caller gets an error, not retried.
+            outcome.kind, outcome.detail = REFUSED, tee.problem
+            if isinstance(cut, _OverCap):  # a stream: its head is out, so it ends cut short
+                raise ClientGone(f"stream cut: {tee.problem}") from cut
+            outcome.status = answers.PAYLOAD_TOO_LARGE
+            return
         if cut is not None:
             # The reply was under way: the client sees a cut connection, nothing is recorded.
             outcome.kind, outcome.detail = FAILED, f"reply cut: {type(cut).__name__}: {cut}"
@@ -333,14 +342,53 @@ class _Relay:
         head = headers.client_reply(response.headers.raw, keep_length=self._length is not None)
         if self._tee.wanted:
             head = [*head, *self._tee.health.header()]
+            content_type = response.headers.get("content-type", "")
+            if "event-stream" not in content_type and "eventstream" not in content_type:
+                await self._whole(head, close)  # a plain reply is checked against the cap first
+                return
         await self._send(self._conn.encode_head(response.status_code, head, close=close))
         async for chunk in response.aiter_raw():
             self._delivered += len(chunk)
             await self._tee.feed(chunk)  # commits first if this chunk completes the reply
             if self._length is not None and self._delivered >= self._length:
                 await self._tee.eof()  # a counted body is whole: on disk before the client has it
+            if self._tee.too_large:
+                raise _OverCap(self._tee.problem)
             await self._send(self._conn.encode(chunk))
         await self._tee.eof()
+        if self._tee.too_large:
+            raise _OverCap(self._tee.problem)
+        await self._send(self._conn.encode_end())
+
+    async def _whole(self, head: list[tuple[bytes, bytes]], close: bool) -> None:
+        """A plain reply being recorded is held (at most the record cap) until it is recorded or
+        refused: over the cap, the client gets the proxy's `payload_too_large` error instead,
+        as an in-process caller gets `PayloadTooLarge`, and no SDK retries the paid request."""
+        held: list[bytes] = []
+        if self._length is not None and self._tee.over_cap(self._length):
+            pass  # refused on its declared length, before reading it
+        else:
+            async for chunk in self._response.aiter_raw():
+                held.append(chunk)
+                await self._tee.feed(chunk)
+                if self._tee.too_large:
+                    break
+            else:
+                await self._tee.eof()
+        if self._tee.too_large:
+            answer = answers.payload_too_large(self._tee.problem)
+            if not self._conn.gone:
+                try:
+                    await self._conn.answer(
+                        answer.status, answer.all_headers(), answer.body, close=close
+                    )
+                except ClientGone:
+                    self.client_left()
+            return
+        await self._send(self._conn.encode_head(self._response.status_code, head, close=close))
+        for chunk in held:
+            self._delivered += len(chunk)
+            await self._send(self._conn.encode(chunk))
         await self._send(self._conn.encode_end())
 
     async def _send(self, data: bytes) -> None:
@@ -385,15 +433,22 @@ class _Tee:
         self._cap = cap
         self.committed = False
         self.problem = ""
+        self.too_large = False  # refused for the record cap: the client gets an error
+
+    def over_cap(self, size: int) -> bool:
+        """Refuse the recording if `size` bytes of reply are over the cap; True if so."""
+        if self._cap and size > self._cap and self._recording is not None:
+            self.problem = str(PayloadTooLarge(size, self._cap, "reply")).split(";")[0]
+            self.too_large = True
+            self._recording.abandon()
+        return self.too_large
 
     async def feed(self, chunk: bytes) -> None:
         recording = self._recording
         if recording is None or recording.finished:
             return
         self._size += len(chunk)
-        if self._cap and self._size > self._cap:
-            self.problem = f"reply is over the store's per-record cap of {self._cap:,} bytes"
-            recording.abandon()
+        if self.over_cap(self._size):
             return
         recording.feed(chunk)
         await self._flush()
@@ -416,6 +471,8 @@ class _Tee:
                 elif not isinstance(exc, PyrulaError):
                     logger.exception("pyrula proxy: recording an exchange failed")
                 self.problem = (str(exc).splitlines() or [type(exc).__name__])[0]
+                if isinstance(exc, PayloadTooLarge):
+                    self.too_large, self.problem = True, self.problem.split(";")[0]
                 assert self._recording is not None
                 self._recording.abandon()
                 return
@@ -430,6 +487,10 @@ class _Tee:
         """The exchange is over: whatever was not committed is dropped."""
         if self._recording is not None and not self._recording.finished:
             self._recording.abandon()
+
+
+class _OverCap(Exception):
+    """A stream being recorded went over the record cap: it is cut short, unrecorded."""
 
 
 def _path(target: bytes) -> str:

@@ -57,9 +57,12 @@ def _stream_classes(lib: ModuleType) -> tuple[type, type, type, type]:
 
         def __iter__(self) -> Iterator[bytes]:
             for chunk in self._inner:
-                self._recording.feed(chunk)
-                yield chunk
-            self._recording.eof()
+                data = self._recording.feed(chunk)
+                if data:
+                    yield data
+            tail = self._recording.eof()
+            if tail:
+                yield tail
 
         def close(self) -> None:
             if not self._recording.finished:
@@ -73,9 +76,12 @@ def _stream_classes(lib: ModuleType) -> tuple[type, type, type, type]:
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
             async for chunk in self._inner:
-                self._recording.feed(chunk)
-                yield chunk
-            self._recording.eof()
+                data = self._recording.feed(chunk)
+                if data:
+                    yield data
+            tail = self._recording.eof()
+            if tail:
+                yield tail
 
         async def aclose(self) -> None:
             if not self._recording.finished:
@@ -114,6 +120,11 @@ class _Adapter:
         headers = list(response.headers.multi_items())
         recording = Recording(canonical, response.status_code, headers, plan.sink, started)
         tee = (self._sync_tee if sync else self._async_tee)(response.stream, recording)
+        if recording.decodes:
+            # The tee hands the SDK the body decoded, as a replay does (it is stored decoded):
+            # the SDK sees the same headers live and replayed, without the transfer's coding
+            # and length (google-genai exposes them in `sdk_http_response.headers`).
+            headers = [(k, v) for k, v in headers if k.lower() not in _CODING_HEADERS]
         return self._lib.Response(
             response.status_code,
             headers=headers,
@@ -121,6 +132,9 @@ class _Adapter:
             request=response.request if _has_request(response) else None,
             extensions=response.extensions,
         )
+
+
+_CODING_HEADERS = frozenset({"content-encoding", "content-length"})
 
 
 def _has_request(response: Any) -> bool:

@@ -131,7 +131,12 @@ class Recording:
         self._sink = sink
         sink.began()
         lowered = {k.lower(): v for k, v in headers}
-        self._decoder: Decoder | None = decoder_for(lowered.get("content-encoding", ""))
+        encoding = lowered.get("content-encoding", "").strip().lower()
+        self._decoder: Decoder | None = decoder_for(encoding)
+        # The reply is compressed and decoded here: the caller is handed the decoded bytes.
+        self.decodes = self._decoder is not None and encoding not in ("", "identity")
+        if self.decodes:  # the coded body's length is not the stored body's: not kept
+            headers = [(k, v) for k, v in headers if k.lower() != "content-length"]
         content_type = lowered.get("content-type", "")
         self._completion: Completion = completion_for(
             canonical.surface if self._decoder else "",
@@ -150,10 +155,11 @@ class Recording:
         self._committed_frames = 0
         self.finished = False
 
-    def feed(self, chunk: bytes) -> None:
-        """Take one chunk as it passes; commit first if it completes the reply."""
+    def feed(self, chunk: bytes) -> bytes:
+        """Take one chunk as it passes; commit first if it completes the reply. Returns the
+        chunk decoded (as it is when the reply is not compressed or cannot be decoded)."""
         if self.finished:
-            return
+            return chunk if self._decoder is None else self._decoder.decode(chunk)
         data = self._decoder.decode(chunk) if self._decoder else chunk
         if data:
             self._frames.append(data)
@@ -161,11 +167,14 @@ class Recording:
             self._completion.feed(data)
         if self._completion.complete and not self._committed_frames:
             self._commit()
+        return data
 
-    def eof(self) -> None:
-        """The reply ended: commit it if its provider's rules say it is whole."""
+    def eof(self) -> bytes:
+        """The reply ended: commit it if its provider's rules say it is whole. Returns what the
+        decoder held back (the end of a compressed body)."""
         if self.finished:
-            return
+            return b""
+        tail = b""
         if self._decoder:
             tail = self._decoder.flush()
             if tail:
@@ -180,6 +189,7 @@ class Recording:
             self.finished = True
             self._sink.truncated(self._reply(list(self._frames)))  # never recorded as complete
         self.finished = True
+        return tail
 
     def abandon(self) -> None:
         """The caller stopped reading. A reply already complete keeps what arrived after its

@@ -137,19 +137,6 @@ def test_an_unfinished_stream_is_forwarded_but_not_recorded(store):
     assert stored(store) == []
 
 
-def test_a_reply_over_the_record_cap_is_forwarded_but_not_recorded(store, monkeypatch):
-    monkeypatch.setenv("PYRULA_MAX_RECORD_BYTES", "10000")
-    big = [b"data: " + b"x" * 4000 + b"\n\n" for _ in range(5)] + [b"data: [DONE]\n\n"]
-    script = Script(headers=SSE_HEADERS, frames=big, chunked=True)
-    with (
-        Server(lambda seen: script) as upstream,
-        running(store, "record", routes=routes_to(upstream.url)) as proxy,
-        post_chat(HTTP, proxy) as response,
-    ):
-        assert response.read() == b"".join(big)
-    assert stored(store) == []
-
-
 def test_an_unreachable_upstream_is_a_502_naming_it(store):
     with socket.socket() as closed:
         closed.bind(("127.0.0.1", 0))
