@@ -128,6 +128,33 @@ def test_a_stopped_worker_drains_then_releases_its_run_to_the_next_worker(
     _resume_elsewhere(workers, store_path, run, journal)
 
 
+def test_a_draining_worker_hands_a_run_off_at_its_next_boundary(tmp_path, workers):
+    store_path = tmp_path / "store"
+    store = Store(store_path)
+    journal = RunStore(store)
+    run = Gated(tmp_path, store, open_gates=1)
+    first = _start(workers, store_path, "--grace", "3600")
+    wait_until(lambda: run.started(1), "step 1 to start")
+
+    first.send(signal.SIGINT)
+    first.wait_for("draining")
+    run.open(1)  # the step in flight finishes; the next step is the boundary
+    assert first.exit_code() == 0, first.stderr  # long before the hour of grace is up
+    assert f'{run.handle.id} "gated" attempt 1 released' in first.stderr
+    assert "start 2" not in run.lines()  # not begun by the draining worker
+    record = journal.get(run.handle.id)
+    assert record.status == "queued" and record.lease is None
+    assert _event_types(journal, run.handle.id).count("step:done") == 2
+
+    run.open(2)
+    second = _start(workers, store_path, "--until-idle")
+    assert second.exit_code() == 0, second.stderr
+    assert journal.get(run.handle.id).result == sum(range(STEPS))
+    assert run.lines() == Counter(
+        {f"{half} {i}": 1 for half in ("start", "done") for i in range(3)}
+    )
+
+
 def test_a_second_ctrl_c_releases_at_once(tmp_path, workers):
     store_path = tmp_path / "store"
     store = Store(store_path)
@@ -147,18 +174,17 @@ def test_a_second_ctrl_c_releases_at_once(tmp_path, workers):
     _resume_elsewhere(workers, store_path, run, journal)
 
 
-def test_a_run_that_finishes_within_the_grace_completes_normally(tmp_path, workers):
+def test_a_run_whose_last_step_ends_within_the_grace_completes_normally(tmp_path, workers):
     store_path = tmp_path / "store"
     store = Store(store_path)
     journal = RunStore(store)
-    run = Gated(tmp_path, store, open_gates=1)
+    run = Gated(tmp_path, store, open_gates=2)
     worker = _start(workers, store_path, "--grace", "3600")
-    wait_until(lambda: run.started(1), "step 1 to start")
+    wait_until(lambda: run.started(2), "the last step to start")
 
     worker.send(signal.SIGINT)
     worker.wait_for("draining")
-    run.open(1)
-    run.open(2)
+    run.open(2)  # no boundary is left between this step and the end of the body
     assert worker.exit_code() == 0, worker.stderr
     record = journal.get(run.handle.id)
     assert record.status == "completed" and record.attempt == 1
