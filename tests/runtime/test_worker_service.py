@@ -29,6 +29,10 @@ from tests.runtime.support import WorkerProcess, wait_until
 pytestmark = pytest.mark.slow
 
 STEPS = 3
+# The drain's own log line. Not the bare word "draining": every worker's first line names its
+# store, whose path holds the test's name, so a test named for draining would match at once,
+# before its signal was even handled.
+DRAINING = "draining: claiming no more runs"
 
 
 @pytest.fixture
@@ -120,7 +124,7 @@ def test_a_stopped_worker_drains_then_releases_its_run_to_the_next_worker(
     wait_until(lambda: run.started(1), "step 1 to start")
 
     first.send(stop_signal)
-    first.wait_for("draining")
+    first.wait_for(DRAINING)
     assert first.exit_code() == 0, first.stderr
     assert f'{run.handle.id} "gated" attempt 1 released' in first.stderr
     _assert_released(journal, run.handle.id)
@@ -137,7 +141,7 @@ def test_a_draining_worker_hands_a_run_off_at_its_next_boundary(tmp_path, worker
     wait_until(lambda: run.started(1), "step 1 to start")
 
     first.send(signal.SIGINT)
-    first.wait_for("draining")
+    first.wait_for(DRAINING)
     run.open(1)  # the step in flight finishes; the next step is the boundary
     assert first.exit_code() == 0, first.stderr  # long before the hour of grace is up
     assert f'{run.handle.id} "gated" attempt 1 released' in first.stderr
@@ -165,7 +169,7 @@ def test_a_second_ctrl_c_releases_at_once(tmp_path, workers):
     wait_until(lambda: run.started(1), "step 1 to start")
 
     first.send(signal.SIGINT)
-    first.wait_for("draining")
+    first.wait_for(DRAINING)
     first.send(signal.SIGINT)
     assert first.exit_code(timeout=60) == 0, first.stderr
     assert "releasing 1 run(s) now" in first.stderr
@@ -183,7 +187,7 @@ def test_a_run_whose_last_step_ends_within_the_grace_completes_normally(tmp_path
     wait_until(lambda: run.started(2), "the last step to start")
 
     worker.send(signal.SIGINT)
-    worker.wait_for("draining")
+    worker.wait_for(DRAINING)
     run.open(2)  # no boundary is left between this step and the end of the body
     assert worker.exit_code() == 0, worker.stderr
     record = journal.get(run.handle.id)
