@@ -32,6 +32,11 @@ class Park(BaseException):
         super().__init__(reason)
 
 
+class HandedOff(BaseException):
+    """Unwinds the body at its next boundary while its worker drains: the run goes back to the
+    queue, its journal intact, for another worker to resume."""
+
+
 class Attempt:
     """The state of one attempt; its `session` is the transport `Session` of the run."""
 
@@ -46,6 +51,8 @@ class Attempt:
     ) -> None:
         self.journal = journal
         self.run = run
+        # Set by a draining worker: the next boundary hands the run to another worker.
+        self.draining = False
         self.lease = lease
         self.is_agent = is_agent
         self.budget = Budget(limits)
@@ -97,6 +104,9 @@ class Attempt:
         return event
 
     def check_cancel(self) -> None:
+        """A boundary: stop here if the run was cancelled, or handed off by a draining worker."""
+        if self.draining:
+            raise HandedOff(f"run {self.run.id}: its worker is draining; handed to the next one")
         if self.journal.cancel_requested(self.run.id):
             raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
 

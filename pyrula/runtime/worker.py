@@ -31,7 +31,7 @@ from pyrula.errors import (
     WorkflowNotRegistered,
 )
 from pyrula.journal.store import Store, open_store
-from pyrula.runtime.attempt import Attempt, Park
+from pyrula.runtime.attempt import Attempt, HandedOff, Park
 from pyrula.runtime.calls import running
 from pyrula.runtime.context import AgentContext, WorkflowContext
 from pyrula.runtime.failures import describe_error
@@ -92,6 +92,7 @@ class Worker:
         self._release_now = asyncio.Event()
         # The bodies executing now, by run id, and the runs whose attempt the drain cancelled.
         self._bodies: dict[str, asyncio.Future[Any]] = {}
+        self._attempts: dict[str, Attempt] = {}
         self._released: set[str] = set()
         self._cancelling = False  # past the grace period: an attempt not yet begun is released
 
@@ -108,6 +109,8 @@ class Worker:
             self._cancel_bodies()
             return
         self._stopping = True
+        for attempt in self._attempts.values():
+            attempt.draining = True  # each stops at its next boundary, well inside the grace
         log.warning(
             "draining: claiming no more runs; %d in flight get %gs to finish, then are released "
             "for another worker (stop again to release them now)",
@@ -234,6 +237,8 @@ class Worker:
 
         task = asyncio.ensure_future(body())
         self._bodies[run.id] = task
+        self._attempts[run.id] = attempt
+        attempt.draining = self._stopping
         beat = asyncio.ensure_future(self._heartbeat(run.id, lease, task))
         try:
             try:
@@ -241,6 +246,9 @@ class Worker:
                 outcome = _Outcome(COMPLETED, "run:done", {"result": result}, result=result)
                 if run.capture != "io":
                     outcome.payload = {"result": None}
+            except HandedOff:
+                self._release(run, lease, started)  # stopped at a boundary while draining
+                return
             except Park as park:
                 payload = {"reason": park.reason, **park.payload}
                 outcome = _Outcome(PARKED, "run:parked", payload, wake_at=park.wake_at)
@@ -298,6 +306,7 @@ class Worker:
         finally:
             attempt.session.close(meter=False)  # lost or released: the next attempt meters
             self._bodies.pop(run.id, None)
+            self._attempts.pop(run.id, None)
             self._released.discard(run.id)
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError, RunAttemptEnded):

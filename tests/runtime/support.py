@@ -108,7 +108,10 @@ class WorkerProcess:
             return "\n".join(self.lines)
 
     def wait_for(self, text: str, timeout: float = 60) -> str:
-        """The first stderr line containing `text`, once the worker has written it."""
+        """The first stderr line containing `text`, once the worker has written it.
+
+        Lines name the store, whose path holds the test's name: pass a phrase of the message
+        itself (`"draining: claiming no more runs"`), never a word a path can contain."""
         with self._changed:
             self._changed.wait_for(
                 lambda: self._ended or any(text in line for line in self.lines), timeout

@@ -29,6 +29,10 @@ from tests.runtime.support import WorkerProcess, wait_until
 pytestmark = pytest.mark.slow
 
 STEPS = 3
+# The drain's own log line. Not the bare word "draining": every worker's first line names its
+# store, whose path holds the test's name, so a test named for draining would match at once,
+# before its signal was even handled.
+DRAINING = "draining: claiming no more runs"
 
 
 @pytest.fixture
@@ -120,12 +124,39 @@ def test_a_stopped_worker_drains_then_releases_its_run_to_the_next_worker(
     wait_until(lambda: run.started(1), "step 1 to start")
 
     first.send(stop_signal)
-    first.wait_for("draining")
+    first.wait_for(DRAINING)
     assert first.exit_code() == 0, first.stderr
     assert f'{run.handle.id} "gated" attempt 1 released' in first.stderr
     _assert_released(journal, run.handle.id)
 
     _resume_elsewhere(workers, store_path, run, journal)
+
+
+def test_a_draining_worker_hands_a_run_off_at_its_next_boundary(tmp_path, workers):
+    store_path = tmp_path / "store"
+    store = Store(store_path)
+    journal = RunStore(store)
+    run = Gated(tmp_path, store, open_gates=1)
+    first = _start(workers, store_path, "--grace", "3600")
+    wait_until(lambda: run.started(1), "step 1 to start")
+
+    first.send(signal.SIGINT)
+    first.wait_for(DRAINING)
+    run.open(1)  # the step in flight finishes; the next step is the boundary
+    assert first.exit_code() == 0, first.stderr  # long before the hour of grace is up
+    assert f'{run.handle.id} "gated" attempt 1 released' in first.stderr
+    assert "start 2" not in run.lines()  # not begun by the draining worker
+    record = journal.get(run.handle.id)
+    assert record.status == "queued" and record.lease is None
+    assert _event_types(journal, run.handle.id).count("step:done") == 2
+
+    run.open(2)
+    second = _start(workers, store_path, "--until-idle")
+    assert second.exit_code() == 0, second.stderr
+    assert journal.get(run.handle.id).result == sum(range(STEPS))
+    assert run.lines() == Counter(
+        {f"{half} {i}": 1 for half in ("start", "done") for i in range(3)}
+    )
 
 
 def test_a_second_ctrl_c_releases_at_once(tmp_path, workers):
@@ -138,7 +169,7 @@ def test_a_second_ctrl_c_releases_at_once(tmp_path, workers):
     wait_until(lambda: run.started(1), "step 1 to start")
 
     first.send(signal.SIGINT)
-    first.wait_for("draining")
+    first.wait_for(DRAINING)
     first.send(signal.SIGINT)
     assert first.exit_code(timeout=60) == 0, first.stderr
     assert "releasing 1 run(s) now" in first.stderr
@@ -147,18 +178,17 @@ def test_a_second_ctrl_c_releases_at_once(tmp_path, workers):
     _resume_elsewhere(workers, store_path, run, journal)
 
 
-def test_a_run_that_finishes_within_the_grace_completes_normally(tmp_path, workers):
+def test_a_run_whose_last_step_ends_within_the_grace_completes_normally(tmp_path, workers):
     store_path = tmp_path / "store"
     store = Store(store_path)
     journal = RunStore(store)
-    run = Gated(tmp_path, store, open_gates=1)
+    run = Gated(tmp_path, store, open_gates=2)
     worker = _start(workers, store_path, "--grace", "3600")
-    wait_until(lambda: run.started(1), "step 1 to start")
+    wait_until(lambda: run.started(2), "the last step to start")
 
     worker.send(signal.SIGINT)
-    worker.wait_for("draining")
-    run.open(1)
-    run.open(2)
+    worker.wait_for(DRAINING)
+    run.open(2)  # no boundary is left between this step and the end of the body
     assert worker.exit_code() == 0, worker.stderr
     record = journal.get(run.handle.id)
     assert record.status == "completed" and record.attempt == 1
