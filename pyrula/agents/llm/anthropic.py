@@ -102,10 +102,9 @@ class AnthropicLLM(LLM):
         return body
 
     def decode(self, data: Any) -> ModelReply:
-        return ModelReply(
-            Message("assistant", decode_blocks(data.get("content") or [])),
+        return self.reply(
+            decode_blocks(data.get("content") or []),
             data.get("stop_reason"),
-            self.usage_of([data]),
             data.get("model"),
             data,
         )
@@ -116,8 +115,7 @@ class AnthropicLLM(LLM):
 
 class _MessagesTurn(Turn):
     def __init__(self, llm: AnthropicLLM) -> None:
-        self._llm = llm
-        self._events: list[Any] = []
+        super().__init__(llm)
         self._blocks: dict[int, dict[str, Any]] = {}
         self._stop: str | None = None
         self._model: str | None = None
@@ -152,13 +150,7 @@ class _MessagesTurn(Turn):
             if block.get("type") == "tool_use":
                 block = {**block, "input": loads_arguments(block["json"]) or block.get("input")}
             blocks.append(block)
-        return ModelReply(
-            Message("assistant", decode_blocks(blocks)),
-            self._stop,
-            self._llm.usage_of(self._events),
-            self._model,
-            self._events,
-        )
+        return self._reply(decode_blocks(blocks), self._stop, self._model)
 
 
 __all__ = ["AnthropicLLM"]

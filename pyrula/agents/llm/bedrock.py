@@ -160,12 +160,8 @@ class BedrockLLM(LLM):
 
     def decode(self, data: Any) -> ModelReply:
         message = (data.get("output") or {}).get("message") or {}
-        return ModelReply(
-            Message("assistant", decode_blocks(message.get("content") or [])),
-            data.get("stopReason"),
-            self.usage_of([data]),
-            None,
-            data,
+        return self.reply(
+            decode_blocks(message.get("content") or []), data.get("stopReason"), None, data
         )
 
     def stream_decoder(self) -> Any:
@@ -186,8 +182,7 @@ class BedrockLLM(LLM):
 
 class _ConverseTurn(Turn):
     def __init__(self, llm: BedrockLLM) -> None:
-        self._llm = llm
-        self._events: list[Any] = []
+        super().__init__(llm)
         self._blocks: dict[int, dict[str, Any]] = {}
         self._stop: str | None = None
 
@@ -221,10 +216,4 @@ class _ConverseTurn(Turn):
                 parts.append(ToolCall(block["id"], block["name"], loads_arguments(block["json"])))
             elif block.get("text"):
                 parts.append(Text(block["text"]))
-        return ModelReply(
-            Message("assistant", tuple(parts)),
-            self._stop,
-            self._llm.usage_of(self._events),
-            None,
-            self._events,
-        )
+        return self._reply(parts, self._stop, None)

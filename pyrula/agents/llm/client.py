@@ -17,7 +17,15 @@ from typing import Any
 
 import httpx2
 
-from pyrula.agents.llm.messages import Delta, Message, ModelReply, OutputSpec, ToolSpec, Usage
+from pyrula.agents.llm.messages import (
+    Delta,
+    Message,
+    ModelReply,
+    OutputSpec,
+    Part,
+    ToolSpec,
+    Usage,
+)
 from pyrula.errors import ModelHTTPError
 from pyrula.replies import rules_for
 from pyrula.runtime.calls import LLMRate, ReplayedFailure, call_frame, estimate_tokens, replays
@@ -59,11 +67,19 @@ OUTCOMES = _Outcomes()
 class Turn:
     """What a provider builds up from one streamed reply's events (see `LLM.stream_turn`)."""
 
+    def __init__(self, llm: LLM) -> None:
+        self._llm = llm
+        self._events: list[Any] = []
+
     def feed(self, event: Any) -> list[Delta]:
         raise NotImplementedError
 
     def finish(self) -> ModelReply:
         raise NotImplementedError
+
+    def _reply(self, parts: Sequence[Part], stop: str | None, model: str | None) -> ModelReply:
+        """The whole reply the events spelled out, with usage read from all of them."""
+        return self._llm.reply(parts, stop, model, self._events)
 
 
 class LLM:
@@ -157,6 +173,16 @@ class LLM:
     def prepare(self, request: httpx2.Request) -> httpx2.Request:
         """A last change to the request before it is sent (Bedrock signs it here)."""
         return request
+
+    def reply(
+        self, parts: Sequence[Part], stop: str | None, model: str | None, raw: Any
+    ) -> ModelReply:
+        """A `ModelReply` of `parts`, its usage read from the reply (`raw`: one document, or a
+        stream's events)."""
+        documents = raw if isinstance(raw, list) else [raw]
+        return ModelReply(
+            Message("assistant", tuple(parts)), stop, self.usage_of(documents), model, raw
+        )
 
     def usage_of(self, documents: Sequence[Any]) -> Usage:
         found = rules_for(self.surface).usage(documents)

@@ -114,13 +114,7 @@ class GeminiLLM(LLM):
     def decode(self, data: Any) -> ModelReply:
         candidate = (data.get("candidates") or [{}])[0]
         parts = decode_parts((candidate.get("content") or {}).get("parts") or [])
-        return ModelReply(
-            Message("assistant", tuple(parts)),
-            candidate.get("finishReason"),
-            self.usage_of([data]),
-            data.get("modelVersion"),
-            data,
-        )
+        return self.reply(parts, candidate.get("finishReason"), data.get("modelVersion"), data)
 
     def stream_turn(self) -> Turn:
         return _GeminiTurn(self)
@@ -128,8 +122,7 @@ class GeminiLLM(LLM):
 
 class _GeminiTurn(Turn):
     def __init__(self, llm: GeminiLLM) -> None:
-        self._llm = llm
-        self._events: list[Any] = []
+        super().__init__(llm)
         self._parts: list[Part] = []
         self._finish: str | None = None
 
@@ -153,13 +146,7 @@ class _GeminiTurn(Turn):
         parts: list[Part] = [Text(text)] if text else []
         parts.extend(calls)
         model = next((e.get("modelVersion") for e in reversed(self._events)), None)
-        return ModelReply(
-            Message("assistant", tuple(parts)),
-            self._finish,
-            self._llm.usage_of(self._events),
-            model,
-            self._events,
-        )
+        return self._reply(parts, self._finish, model)
 
 
 __all__ = ["GeminiLLM"]

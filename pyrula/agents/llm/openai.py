@@ -137,13 +137,7 @@ class OpenAILLM(LLM):
             parts.append(
                 ToolCall(call["id"], function["name"], loads_arguments(function.get("arguments")))
             )
-        return ModelReply(
-            Message("assistant", tuple(parts)),
-            choice.get("finish_reason"),
-            self.usage_of([data]),
-            data.get("model"),
-            data,
-        )
+        return self.reply(parts, choice.get("finish_reason"), data.get("model"), data)
 
     def stream_turn(self) -> Turn:
         return _ChatTurn(self)
@@ -151,8 +145,7 @@ class OpenAILLM(LLM):
 
 class _ChatTurn(Turn):
     def __init__(self, llm: OpenAILLM) -> None:
-        self._llm = llm
-        self._events: list[Any] = []
+        super().__init__(llm)
         self._text: list[str] = []
         self._calls: dict[int, dict[str, str]] = {}
         self._finish: str | None = None
@@ -186,10 +179,4 @@ class _ChatTurn(Turn):
         for index in sorted(self._calls):
             call = self._calls[index]
             parts.append(ToolCall(call["id"], call["name"], loads_arguments(call["arguments"])))
-        return ModelReply(
-            Message("assistant", tuple(parts)),
-            self._finish,
-            self._llm.usage_of(self._events),
-            self._model,
-            self._events,
-        )
+        return self._reply(parts, self._finish, self._model)
