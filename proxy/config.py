@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Literal, get_args
 
 from pyrula.cassette import Mode as CassetteMode
+from pyrula.journal.store import is_url
 
 from .errors import ConfigError
 from .routes import DEFAULT_ROUTES, Route, RouteTable, check_base_url
@@ -60,7 +61,7 @@ class Limits:
 class ProxyConfig:
     """Everything `pyrula proxy` takes. Unsafe or contradictory settings raise `ConfigError`."""
 
-    store: Path | str  # a str is turned into a Path
+    store: Path | str  # a str is turned into a Path, unless it is a postgresql:// URL
     mode: Mode = "replay"
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
@@ -75,7 +76,8 @@ class ProxyConfig:
     replay_timing: str = "fast"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "store", Path(self.store))
+        if not is_url(self.store):
+            object.__setattr__(self, "store", Path(self.store))
         if self.replay_timing not in ("fast", "recorded"):
             raise ConfigError(
                 f"--replay-timing {self.replay_timing!r}: use fast (frames as fast as the client "

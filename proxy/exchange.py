@@ -21,6 +21,7 @@ from pyrula.fingerprints import Canonical, RequestParts
 
 from pyrula.errors import PayloadTooLarge, PyrulaError, RecordRefused, ReplayMiss, StoreError
 from pyrula.journal.recorder import Reply
+from pyrula.journal.store import display, is_url
 from pyrula.transport.core import Callbacks, Live, Recording, Replay
 
 from . import answers, headers
@@ -177,7 +178,7 @@ class Handler:
                     "mode": self._config.mode,
                     "cassette": self._config.cassette,
                     "store": (
-                        str(Path(self._config.store).resolve()) if self._config.journaled else None
+                        _where(self._config.store) if self._config.journaled else None
                     ),
                     "routes": dict(self._routes.describe()),
                     "draining": self._draining(),
@@ -495,3 +496,10 @@ class _OverCap(Exception):
 
 def _path(target: bytes) -> str:
     return target.split(b"?", 1)[0].decode("latin-1")[:200]
+
+
+def _where(store: Path | str) -> str:
+    """A folder store's absolute path, or a PostgreSQL URL without its password."""
+    if is_url(store):
+        return display(str(store))
+    return str(Path(store).resolve())

@@ -6,6 +6,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from pyrula.journal.store import display, is_url
+
 from .config import MODE_HELP, ProxyConfig
 from .routes import RouteTable
 
@@ -97,11 +99,7 @@ def banner(config: ProxyConfig, url: str, routes: RouteTable) -> str:
     lines = [
         f"pyrula proxy listening on {url}",
         f"  mode      {config.mode}: {MODE_HELP[config.mode]}",
-        (
-            f"  store     {Path(config.store).resolve()}"
-            if config.journaled
-            else "  store     (not used)"
-        ),
+        (f"  store     {_where(config.store)}" if config.journaled else "  store     (not used)"),
     ]
     if config.journaled:
         lines.append(f"  cassette  {config.cassette} (per request: x-pyrula-cassette header)")
@@ -115,3 +113,10 @@ def banner(config: ProxyConfig, url: str, routes: RouteTable) -> str:
         f"  stop      Ctrl-C (in-flight exchanges get {config.limits.grace_s:g}s to finish)"
     )
     return "\n".join(lines)
+
+
+def _where(store: Path | str) -> str:
+    """A folder store's absolute path, or a PostgreSQL URL without its password."""
+    if is_url(store):
+        return display(str(store))
+    return str(Path(store).resolve())

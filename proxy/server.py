@@ -14,7 +14,7 @@ from pathlib import Path
 import anyio
 import anyio.abc
 
-from pyrula.journal.store import Store, open_store
+from pyrula.journal.store import Store, is_url, open_store
 
 from . import answers
 from .config import ProxyConfig
@@ -117,6 +117,8 @@ class ProxyServer:
     def _open_store(self) -> Store | None:
         if not self.config.journaled:
             return None
+        if is_url(self.config.store):
+            return open_store(self.config.store, create=not self.config.offline)
         path = Path(self.config.store)
         if self.config.offline and not (path / "data.mdb").exists():
             raise ConfigError(

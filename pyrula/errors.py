@@ -8,7 +8,8 @@
     │   │   ├── NotAStore
     │   │   ├── StoreCorrupt
     │   │   ├── StoreFormatError
-    │   │   └── RestoreRefused           an exported exchange cannot be written back
+    │   │   ├── RestoreRefused           an exported exchange cannot be written back
+    │   │   └── StoreUnavailable         the PostgreSQL server stayed unreachable past the retries
     │   ├── PayloadTooLarge
     │   ├── StreamFormatError
     │   ├── ProviderStreamTruncated
@@ -358,3 +359,9 @@ class AtomicToolViolation(PyrulaError):
 class ToolServerUnavailable(PyrulaError):
     """The durable tool server could not run a call: its store cannot be used, or no worker took
     the run within the server's `worker_timeout`. The message says what to start or fix."""
+
+
+class StoreUnavailable(StoreError):
+    """A PostgreSQL store's server could not be reached, or the connection kept dropping, for
+    longer than the retry window (`PYRULA_PG_RETRY_SECONDS`). Nothing half-written was kept:
+    each fact commits whole or not at all."""

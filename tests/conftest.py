@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -8,3 +10,30 @@ pytest_plugins = ["pytester"]
 @pytest.fixture
 def store_path(tmp_path):
     return tmp_path / "store"
+
+
+# Every store test and the runtime's conformance tests run on each backend named here (both by
+# default; a CI leg may narrow it). PostgreSQL is a real server: tests/fakes/postgres.py.
+BACKENDS = os.environ.get("PYRULA_TEST_BACKENDS", "lmdb,postgresql").split(",")
+
+
+@pytest.fixture(params=BACKENDS)
+def store_location(request, tmp_path):
+    """A location for a new store: a folder (LMDB) or a URL of an empty PostgreSQL schema."""
+    if request.param == "lmdb":
+        return str(tmp_path / "store")
+    from tests.fakes.postgres import fresh_url
+
+    return fresh_url()
+
+
+@pytest.fixture(params=BACKENDS)
+def each_backend(request):
+    """Run the test with `tests.runtime.support.new_store` opening stores of one backend."""
+    from tests.runtime import support
+
+    support.BACKEND["name"] = request.param
+    yield request.param
+    support.BACKEND["name"] = "lmdb"
+    while support.OPENED:
+        support.OPENED.pop().close()

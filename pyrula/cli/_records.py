@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import lmdb
@@ -22,7 +22,7 @@ _DAY = 86400.0
 
 
 @contextmanager
-def opened(path: Path | None, *, create: bool = False) -> Iterator[Store]:
+def opened(path: str | os.PathLike[str] | None, *, create: bool = False) -> Iterator[Store]:
     """The store at `path` (default: PYRULA_STORE or ./.pyrula), closed again afterwards.
 
     Without `create` a missing or foreign folder is a typed error and nothing is created.

@@ -159,7 +159,7 @@ def show_run(store: Path, run_id: str, console: Console) -> None:
         soft_wrap=True,
     )
     try:
-        show(run_id, store=store, as_json=False)
+        show(run_id, store=str(store), as_json=False)
         return
     except Exception as exc:  # typer.Exit included: list the events ourselves
         console.print(

@@ -45,12 +45,12 @@ journal_app = typer.Typer(
 )
 
 StoreOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--store",
         envvar="PYRULA_STORE",
         show_default=False,
-        help="Store folder (default: ./.pyrula).",
+        help="Store folder or postgresql:// URL (default: ./.pyrula).",
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
@@ -308,12 +308,12 @@ def import_(
             result = _jsonl.write(target, incoming)
     if as_json:
         _render.emit_json(
-            {"imported": result.written, "replaced": result.replaced, "store": str(target.path)}
+            {"imported": result.written, "replaced": result.replaced, "store": str(target.location)}
         )
         return
     replaced = f" ({result.replaced} replaced an existing record)" if result.replaced else ""
     _render.console().print(
-        f"Imported {result.written} exchanges into {target.path}{replaced}.",
+        f"Imported {result.written} exchanges into {target.location}{replaced}.",
         markup=False,
         soft_wrap=True,
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import importlib
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -23,8 +22,10 @@ ToolsOption = Annotated[
     ),
 ]
 StoreOption = Annotated[
-    Path | None,
-    typer.Option("--store", help="Store folder (default: PYRULA_STORE or ./.pyrula)."),
+    str | None,
+    typer.Option(
+        "--store", help="Store folder or postgresql:// URL (default: PYRULA_STORE or ./.pyrula)."
+    ),
 ]
 
 

@@ -23,7 +23,7 @@ class ProxyMode(StrEnum):
 
 def proxy(
     store: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--store",
             envvar="PYRULA_STORE",

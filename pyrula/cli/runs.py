@@ -9,7 +9,6 @@ import logging
 import signal
 import sys
 import time
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -26,13 +25,15 @@ from pyrula.runtime.runstore import QUEUED, RUNNING, lease_is_live
 runs_app = typer.Typer(help="Inspect and drive durable runs.", no_args_is_help=True)
 
 StoreOption = Annotated[
-    Path | None,
-    typer.Option("--store", help="Store folder (default: PYRULA_STORE or ./.pyrula)."),
+    str | None,
+    typer.Option(
+        "--store", help="Store folder or postgresql:// URL (default: PYRULA_STORE or ./.pyrula)."
+    ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
-def _journal(store: Path | None) -> RunStore:
+def _journal(store: str | None) -> RunStore:
     return RunStore(Store(store, create=False))
 
 
@@ -239,10 +240,10 @@ def worker(
     names = sorted(runner.claimable())
     say(
         "started",
-        f"pyrula worker {runner.worker_id} on {runner.store.path} (lease {lease_seconds:g}s, "
+        f"pyrula worker {runner.worker_id} on {runner.store.location} (lease {lease_seconds:g}s, "
         f"{concurrency} at once, grace {grace:g}s): {', '.join(names) or 'no workflows'}",
         worker=runner.worker_id,
-        store=str(runner.store.path),
+        store=str(runner.store.location),
         workflows=names,
     )
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -35,8 +34,13 @@ def damage_text(item: Damage) -> str:
 @store_app.command("check")
 def check_command(
     store: Annotated[
-        Path | None,
-        typer.Option("--store", envvar="PYRULA_STORE", show_default=False, help="Store folder."),
+        str | None,
+        typer.Option(
+            "--store",
+            envvar="PYRULA_STORE",
+            show_default=False,
+            help="Store folder or postgresql:// URL.",
+        ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
 ) -> None:

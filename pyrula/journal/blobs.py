@@ -12,23 +12,22 @@ import hashlib
 import json
 from typing import Any
 
-import lmdb
-
 from pyrula.errors import StoreCorrupt
 from pyrula.fingerprints import canonical_json
+from pyrula.journal.store import Txn
 
 # Values whose JSON is shorter than this are cheaper inline than as a 32-byte reference.
 _INLINE_MAX = 128
 _EMPTY = b"\x00" * 32
 
 
-def _put(txn: lmdb.Transaction, db: Any, data: bytes) -> bytes:
+def _put(txn: Txn, db: Any, data: bytes) -> bytes:
     digest = hashlib.sha256(data).digest()
     txn.put(digest, data, db=db, overwrite=False)
     return digest
 
 
-def _store_value(txn: lmdb.Transaction, db: Any, value: Any) -> Any:
+def _store_value(txn: Txn, db: Any, value: Any) -> Any:
     if isinstance(value, list) and value:
         cell = _EMPTY
         for element in value:
@@ -44,7 +43,7 @@ def _store_value(txn: lmdb.Transaction, db: Any, value: Any) -> Any:
     return {"$blob": _put(txn, db, encoded).hex()}
 
 
-def put_request(txn: lmdb.Transaction, db: Any, doc: dict[str, Any]) -> str:
+def put_request(txn: Txn, db: Any, doc: dict[str, Any]) -> str:
     """Store a request document (its top-level parts deduplicated); return its reference."""
     stored = {
         section: {name: _store_value(txn, db, value) for name, value in doc[section].items()}
@@ -55,7 +54,7 @@ def put_request(txn: lmdb.Transaction, db: Any, doc: dict[str, Any]) -> str:
     return _put(txn, db, canonical_json(stored)).hex()
 
 
-def _load_value(txn: lmdb.Transaction, db: Any, value: Any) -> Any:
+def _load_value(txn: Txn, db: Any, value: Any) -> Any:
     if not isinstance(value, dict):
         return value
     if "$inline" in value:
@@ -75,7 +74,7 @@ def _load_value(txn: lmdb.Transaction, db: Any, value: Any) -> Any:
     return value
 
 
-def _get(txn: lmdb.Transaction, db: Any, digest: bytes) -> bytes:
+def _get(txn: Txn, db: Any, digest: bytes) -> bytes:
     """The blob stored under `digest`, checked against it: its key is its SHA-256."""
     data = txn.get(digest, db=db)
     if data is None:
@@ -93,7 +92,7 @@ def _json(data: bytes, digest: bytes) -> Any:
         raise StoreCorrupt(f"damaged: blob {digest.hex()[:12]} is not JSON ({exc})") from exc
 
 
-def get_request(txn: lmdb.Transaction, db: Any, ref: str) -> dict[str, Any]:
+def get_request(txn: Txn, db: Any, ref: str) -> dict[str, Any]:
     """Rebuild a request document stored by `put_request`; `StoreCorrupt` if a part is damaged."""
     digest = bytes.fromhex(ref)
     stored = _json(_get(txn, db, digest), digest)
@@ -107,7 +106,7 @@ def get_request(txn: lmdb.Transaction, db: Any, ref: str) -> dict[str, Any]:
     }
 
 
-def blob_refs(txn: lmdb.Transaction, db: Any, ref: str) -> set[bytes]:
+def blob_refs(txn: Txn, db: Any, ref: str) -> set[bytes]:
     """Every blob a request document reaches, itself included (for pruning)."""
     seen = {bytes.fromhex(ref)}
     stored = _json(_get(txn, db, bytes.fromhex(ref)), bytes.fromhex(ref))

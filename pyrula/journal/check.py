@@ -71,7 +71,7 @@ def check(store: Store) -> Report:
             report.damage.append(Damage("exchange", key, str(exc), found.id))
     if store.blobs_db is not None:
         with store.read() as txn:
-            for digest, value in txn.cursor(db=store.blobs_db):
+            for digest, value in txn.scan(store.blobs_db):
                 report.blobs += 1
                 if hashlib.sha256(value).digest() != bytes(digest):
                     report.damage.append(Damage("blob", bytes(digest), "does not match its digest"))

@@ -25,12 +25,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import lmdb
-
 from pyrula.errors import RestoreRefused, StoreCorrupt
 from pyrula.journal import blobs
 from pyrula.journal.keys import describe_key
-from pyrula.journal.store import Store
+from pyrula.journal.store import Store, Txn
 
 RECORD_FORMAT = 2
 PAGE_BYTES = 64 * 1024
@@ -179,7 +177,7 @@ class Exchanges:
         key: bytes,
         exchange: Exchange,
         *,
-        also: Callable[[lmdb.Transaction, ExchangeRecord], None] | None = None,
+        also: Callable[[Txn, ExchangeRecord], None] | None = None,
     ) -> ExchangeRecord:
         """Write one exchange in one committed transaction (replacing any record under `key`).
 
@@ -192,7 +190,7 @@ class Exchanges:
         pages = _pack(frames)
         record_id = os.urandom(16).hex()
 
-        def write(txn: lmdb.Transaction) -> ExchangeRecord:
+        def write(txn: Txn) -> ExchangeRecord:
             ref = blobs.put_request(txn, self._blobs, exchange.request_doc)
             record = ExchangeRecord(
                 id=record_id,
@@ -229,13 +227,13 @@ class Exchanges:
         """
         packed = [_pack(item.frames) for item in exchanges]
 
-        def commit(txn: lmdb.Transaction) -> int:
+        def commit(txn: Txn) -> int:
             # Frame pages are keyed by record id: an id may belong to one key only.
             owners = {}
-            for k, v in txn.cursor(db=self._db):
+            for k, v in txn.scan(self._db):
                 found = _readable(v)
                 if found is not None:
-                    owners[found.id] = bytes(k)
+                    owners[found.id] = k
             replaced = 0
             for index, (item, pages) in enumerate(zip(exchanges, packed, strict=True)):
                 owner = owners.get(item.record.id)
@@ -263,7 +261,7 @@ class Exchanges:
         """Make the record under `key` answer under `to` as well (a forked run's calls); return
         whether there was one. Both keys share the record's id and its frame pages."""
 
-        def write(txn: lmdb.Transaction) -> bool:
+        def write(txn: Txn) -> bool:
             value = txn.get(key, db=self._db)
             if value is not None:
                 txn.put(to, value, db=self._db)
@@ -272,7 +270,7 @@ class Exchanges:
         return self.store.write(write)
 
     def _write_record(
-        self, txn: lmdb.Transaction, key: bytes, record: ExchangeRecord, pages: list[bytes]
+        self, txn: Txn, key: bytes, record: ExchangeRecord, pages: list[bytes]
     ) -> None:
         """Put `record` and its pages under `key`, dropping the pages of the record it replaces."""
         old = txn.get(key, db=self._db)
@@ -284,7 +282,7 @@ class Exchanges:
                 page = _U32.pack(zlib.crc32(page)) + page
             txn.put(_page_key(record.id, number), page, db=self._frames)
 
-    def _delete_pages(self, txn: lmdb.Transaction, record: ExchangeRecord | None) -> None:
+    def _delete_pages(self, txn: Txn, record: ExchangeRecord | None) -> None:
         """Delete a record's frame pages (none known when the record is damaged)."""
         if record is None:
             return
@@ -295,7 +293,7 @@ class Exchanges:
         """Remove records (their frames too); return how many existed."""
         keys = list(keys)
 
-        def write(txn: lmdb.Transaction) -> int:
+        def write(txn: Txn) -> int:
             removed = 0
             for key in keys:
                 old = txn.get(key, db=self._db)
@@ -327,11 +325,11 @@ class Exchanges:
         we sweep would otherwise lose it.
         """
 
-        def sweep(txn: lmdb.Transaction) -> int:
+        def sweep(txn: Txn) -> int:
             live: set[bytes] = set()
-            for _key, value in txn.cursor(db=self._db):
+            for _key, value in txn.scan(self._db):
                 live |= blobs.blob_refs(txn, self._blobs, _decode(value)[0].request)
-            dead = [bytes(k) for k, _ in txn.cursor(db=self._blobs) if bytes(k) not in live]
+            dead = [k for k, _ in txn.scan(self._blobs) if k not in live]
             return sum(1 for k in dead if txn.delete(k, db=self._blobs))
 
         return self.store.write(sweep)

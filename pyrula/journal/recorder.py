@@ -7,11 +7,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import lmdb
-
 from pyrula.fingerprints import Canonical, RequestParts, canonical_json
 from pyrula.journal import scrub
 from pyrula.journal.exchanges import Exchange, ExchangeRecord, Exchanges
+from pyrula.journal.store import Txn
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +55,7 @@ def record_exchange(
     *,
     namespace: str = "",
     extra: dict[str, Any] | None = None,
-    also: Callable[[lmdb.Transaction, ExchangeRecord], None] | None = None,
+    also: Callable[[Txn, ExchangeRecord], None] | None = None,
 ) -> ExchangeRecord:
     """Scrub a live exchange and commit it under `key`; returns once it is on disk."""
     secrets = scrub.secret_values(parts.headers, parts.url)

@@ -1,38 +1,27 @@
-"""The LMDB store: one environment per folder, one write transaction per journaled fact."""
+"""The store interface: named key-value tables written in serialised transactions.
+
+A store is chosen by its location: a folder path is an LMDB store (`lmdb_store.py`, the
+default), a `postgresql://` URL is a PostgreSQL store (`postgres.py`). `Store(location)` returns
+the right one, so every layer above (exchanges, blobs, runs, events, the queue, leases, tokens,
+flags) is written once against `Txn` and runs unchanged on both.
+"""
 
 from __future__ import annotations
 
-import errno
 import os
-import shutil
-import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
-import lmdb
-
-from pyrula.errors import (
-    NotAStore,
-    PayloadTooLarge,
-    StoreCorrupt,
-    StoreError,
-    StoreFormatError,
-    StoreFull,
-    StoreNotFound,
-)
-from pyrula.journal.lmdb_file import missing_bytes
-
-# The store's own format: bump on any change to how records are laid out.
-STORE_FORMAT = 1
-_MAGIC = b"pyrula-store"
+from pyrula.errors import PayloadTooLarge, StoreError
 
 DEFAULT_PATH = ".pyrula"
 DEFAULT_MAX_RECORD_BYTES = 1_000_000
-_INITIAL_MAP_SIZE = 64 << 20
-_DATABASES = (
+# Every store holds these named tables.
+DATABASES = (
     "meta",
     "exchanges",
     "frames",
@@ -43,224 +32,132 @@ _DATABASES = (
     "tokens",
     "flags",
 )
+_URL_SCHEMES = ("postgresql://", "postgres://")
 
 T = TypeVar("T")
 
 
+class Txn(Protocol):
+    """One transaction on a store; `db` is a handle from `Store.db(name)`.
+
+    Writes are only allowed inside `Store.write`; every key and value is bytes."""
+
+    def get(self, key: bytes, default: None = None, *, db: Any) -> bytes | None: ...
+
+    def put(self, key: bytes, value: bytes, *, db: Any, overwrite: bool = True) -> bool: ...
+
+    def delete(self, key: bytes, *, db: Any) -> bool: ...
+
+    def scan(
+        self, db: Any, prefix: bytes = b"", *, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) whose key starts with `prefix` (and is at least `start`), in key
+        order."""
+        ...
+
+    def last(self, db: Any, prefix: bytes) -> tuple[bytes, bytes] | None:
+        """The (key, value) with the greatest key starting with `prefix`, if any."""
+        ...
+
+
+def is_url(location: object) -> bool:
+    """Whether a store location names a PostgreSQL server rather than a folder."""
+    return isinstance(location, str) and location.startswith(_URL_SCHEMES)
+
+
+def display(url: str) -> str:
+    """The URL without its password, for messages and `stats`."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+def default_location() -> str:
+    """`PYRULA_STORE`, else `./.pyrula`."""
+    return os.environ.get("PYRULA_STORE") or DEFAULT_PATH
+
+
 def default_path() -> Path:
-    return Path(os.environ.get("PYRULA_STORE") or DEFAULT_PATH)
+    """The default store as a folder (for commands that only work on LMDB)."""
+    return Path(default_location())
+
+
+Location = str | os.PathLike[str]
 
 
 class Store:
-    """A journal store in one folder.
+    """A journal store: a folder (LMDB) or a `postgresql://` URL (PostgreSQL).
 
-    Several processes may open the same folder: LMDB serialises writers and never blocks readers.
-    Every `write` commits (fsync by default) before it returns, so what a caller was handed is on
-    disk.
+    `Store(location)` opens the backend its location names. Every `write` commits durably before
+    it returns, and writers are serialised, so what a caller was handed is kept.
     """
 
-    def __init__(
-        self,
-        path: str | os.PathLike[str] | None = None,
-        *,
-        create: bool = True,
-        readonly: bool = False,
-        sync: bool = True,
-        max_record_bytes: int | None = None,
-        map_size: int = _INITIAL_MAP_SIZE,
-        max_event_payload_bytes: int | None = None,
-    ) -> None:
-        self.path = Path(path) if path is not None else default_path()
-        self.max_record_bytes = _record_cap(max_record_bytes, max_event_payload_bytes)
-        self.readonly = readonly
-        self._key = str(self.path.resolve())
-        with _registry_lock:
-            shared = _environments.get(self._key)
-            if shared is not None:
-                # LMDB forbids opening one environment twice in a process: share it.
-                if shared.readonly and not readonly:
-                    raise StoreError(f"{self.path} is already open read-only in this process")
-                shared.refs += 1
-            else:
-                shared = _SharedEnv(self._open(create, readonly, sync, map_size), readonly)
-                _environments[self._key] = shared
-        self._shared = shared
-        self.env = shared.env
-        self._dbs = shared.dbs
-        self.meta_db = self._dbs["meta"]
-        self.exchanges_db = self._dbs["exchanges"]
-        self.frames_db = self._dbs["frames"]
-        self.blobs_db = self._dbs["blobs"]
+    location: str
+    readonly: bool
+    max_record_bytes: int
+    exchanges_db: Any
+    frames_db: Any
+    blobs_db: Any
+    meta_db: Any
 
-    # -- opening -------------------------------------------------------------------------------
+    def __new__(cls, location: Location | None = None, **options: Any) -> Store:
+        if cls is not Store:
+            return super().__new__(cls)
+        where = os.fspath(location) if location is not None else default_location()
+        if is_url(where):
+            from pyrula.journal.postgres import PostgresStore
 
-    def _open(self, create: bool, readonly: bool, sync: bool, map_size: int) -> lmdb.Environment:
-        if self._check_folder(create=create and not readonly):
-            self._create(map_size)
-            self._probe(self.path / "data.mdb")
-        try:
-            return lmdb.open(
-                str(self.path),
-                map_size=map_size,
-                max_dbs=len(_DATABASES) + 1,
-                subdir=True,
-                sync=sync,
-                readonly=readonly,
-                max_readers=512,
-            )
-        except lmdb.Error as exc:
-            raise StoreCorrupt(f"{self.path} could not be opened as a Pyrula store: {exc}") from exc
+            return super().__new__(PostgresStore)
+        from pyrula.journal.lmdb_store import LmdbStore
 
-    def _create(self, map_size: int) -> None:
-        """Build a new store beside the target and rename it into place.
+        return super().__new__(LmdbStore)
 
-        Several processes may create the same store at once (pytest-xdist workers): the rename
-        is atomic, so each sees either no store or a whole one, never a half-made LMDB file.
-        """
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", dir=self.path.parent))
-        try:
-            env = lmdb.open(str(staging), map_size=map_size, max_dbs=len(_DATABASES) + 1)
-            _initialise(env)
-            env.close()
-            try:
-                os.rename(staging, self.path)  # replaces an empty folder, never a filled one
-            except OSError as exc:
-                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
-                    raise
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
-
-    def _check_folder(self, *, create: bool) -> bool:
-        """Refuse anything that is not a Pyrula store before LMDB writes a byte; True if new."""
-        data = self.path / "data.mdb"
-        if not self.path.exists():
-            if not create:
-                raise StoreNotFound(self.path, _MISSING_FIX)
-            return True
-        if not self.path.is_dir():
-            raise NotAStore(
-                f"{self.path} is a file, not a store folder; point PYRULA_STORE at a folder"
-            )
-        if not data.exists():
-            if any(self.path.iterdir()):
-                raise NotAStore(
-                    f"{self.path} is a non-empty folder without a Pyrula store in it; "
-                    "choose an empty or new folder"
-                )
-            if not create:
-                raise StoreNotFound(self.path, _MISSING_FIX)
-            return True
-        self._probe(data)
-        return False
-
-    def _probe(self, data: Path) -> None:
-        """Read the format marker with a read-only, lock-free open that cannot change the files."""
-        short = missing_bytes(data)
-        if short is not None:
-            raise StoreCorrupt(
-                f"{data} is truncated: {short[0]:,} bytes where its own header names "
-                f"{short[1]:,} (was it copied while being written, or onto a full disk?); "
-                "restore it from a copy"
-            )
-        try:
-            env = lmdb.open(str(self.path), readonly=True, lock=False, max_dbs=len(_DATABASES) + 1)
-        except lmdb.Error as exc:
-            raise StoreCorrupt(
-                f"{data} is not a readable LMDB file ({exc}); restore it from a copy or "
-                "point PYRULA_STORE at another folder"
-            ) from exc
-        try:
-            with env.begin() as txn:
-                if txn.get(b"meta") is None:
-                    raise NotAStore(
-                        f"{self.path} is an LMDB environment but not a Pyrula store; "
-                        "use a separate folder for Pyrula"
-                    )
-            meta = env.open_db(b"meta", create=False)
-            with env.begin(db=meta) as txn:
-                magic = txn.get(b"magic")
-                version = txn.get(b"format")
-        except lmdb.Error as exc:
-            raise StoreCorrupt(f"{data} is damaged: {exc}") from exc
-        finally:
-            env.close()
-        if magic != _MAGIC or version is None or not version.isdigit():
-            raise NotAStore(f"{self.path} holds an LMDB database that Pyrula did not write")
-        found = int(version)
-        if found > STORE_FORMAT:
-            raise StoreFormatError(
-                f"{self.path} was written by a newer Pyrula (store format {found}, this one reads "
-                f"up to {STORE_FORMAT}); upgrade pyrula to read it"
-            )
-        if found < 1:
-            raise StoreFormatError(f"{self.path} has unknown store format {found}")
+    # -- what each backend provides ---------------------------------------------------------------
 
     def db(self, name: str) -> Any:
-        return self._dbs[name]
+        """The handle of a named table, for `Txn` methods."""
+        raise NotImplementedError
 
-    # -- transactions --------------------------------------------------------------------------
+    def write(self, fn: Callable[[Txn], T]) -> T:
+        """Run `fn` in one serialised write transaction and commit it.
 
-    def write(self, fn: Callable[[lmdb.Transaction], T]) -> T:
-        """Run `fn` in one write transaction and commit it; grow the map and retry when full.
+        `fn` may run more than once (a retry), so it must only touch the transaction."""
+        raise NotImplementedError
 
-        `fn` may run more than once (after a map resize), so it must only touch the transaction.
-        """
-        if self.readonly:
-            raise StoreError(f"{self.path} was opened read-only")
-        while True:
-            try:
-                with self.env.begin(write=True) as txn:
-                    return fn(txn)
-            except lmdb.MapFullError:
-                self._grow()
-            except lmdb.MapResizedError:
-                # Another process grew the map: adopt its size and try again.
-                self.env.set_mapsize(0)
-            except lmdb.Error as exc:
-                raise self._failure(exc) from exc
+    def read(self) -> AbstractContextManager[Txn]:
+        """A read transaction (a consistent snapshot), as a context manager."""
+        raise NotImplementedError
 
-    @contextmanager
-    def read(self) -> Iterator[lmdb.Transaction]:
-        """A read transaction, as a context manager; damage found while reading raises
-        `StoreCorrupt` naming the store, never a bare `lmdb` error."""
-        try:
-            txn = self.env.begin(write=False)
-        except lmdb.MapResizedError:
-            self.env.set_mapsize(0)
-            txn = self.env.begin(write=False)
-        try:
-            with txn:
-                yield txn
-        except lmdb.Error as exc:
-            raise self._failure(exc) from exc
+    def close(self) -> None:
+        raise NotImplementedError
 
-    def _failure(self, exc: lmdb.Error) -> StoreError:
-        """The typed error for an LMDB failure: a full disk, or damage."""
-        if isinstance(exc, lmdb.DiskError) or _disk_is_full(exc):
-            return StoreFull(self.path, _free_bytes(self.path), exc)
-        return StoreCorrupt(
-            f"{self.path} is damaged ({exc}); restore it from a copy, or export what still "
-            "reads with `pyrula journal export` into a new store"
-        )
+    def stat(self) -> dict[str, Any]:
+        """What the store holds: its location, format and entries per table."""
+        raise NotImplementedError
 
-    def _grow(self) -> None:
-        with self._shared.lock:
-            current = self.env.info()["map_size"]
-            self.env.set_mapsize(current * 2)
+    # -- shared ----------------------------------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        """`lmdb` or `postgresql`."""
+        raise NotImplementedError
+
+    @property
+    def closed(self) -> bool:
+        raise NotImplementedError
 
     def check_size(self, size: int, what: str = "record") -> None:
         if size > self.max_record_bytes:
             raise PayloadTooLarge(size, self.max_record_bytes, what)
 
-    def close(self) -> None:
-        with _registry_lock:
-            if self._shared.refs == 0:
-                return
-            self._shared.refs -= 1
-            if self._shared.refs == 0:
-                _environments.pop(self._key, None)
-                self.env.close()
+    def iter_prefix(self, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) in `db` whose key starts with `prefix`, in key order."""
+        if db is None:
+            return
+        with self.read() as txn:
+            yield from txn.scan(db, prefix)
 
     def __enter__(self) -> Store:
         return self
@@ -268,42 +165,16 @@ class Store:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def stat(self) -> dict[str, Any]:
-        counts = {}
-        with self.read() as txn:
-            for name, db in self._dbs.items():
-                if db is not None:
-                    counts[name] = txn.stat(db)["entries"]
-        info = self.env.info()
-        return {
-            "path": str(self.path),
-            "format": STORE_FORMAT,
-            "map_size": info["map_size"],
-            "file_bytes": (self.path / "data.mdb").stat().st_size,
-            "entries": counts,
-        }
 
-    def iter_prefix(self, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Every (key, value) in `db` whose key starts with `prefix`, in key order."""
-        if db is None:
-            return
-        with self.read() as txn:
-            cursor = txn.cursor(db=db)
-            if not cursor.set_range(prefix):
-                return
-            for key, value in cursor:
-                if not bytes(key).startswith(prefix):
-                    break
-                yield bytes(key), bytes(value)
+def prefix_end(prefix: bytes) -> bytes:
+    """The smallest key greater than every key starting with `prefix` (b"" when none is)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return b""
+    return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
-_MISSING_FIX = (
-    "check the path (--store, PYRULA_STORE), or record into it first; "
-    "nothing is created where nothing would be recorded"
-)
-
-
-def _record_cap(max_record_bytes: int | None, max_event_payload_bytes: int | None) -> int:
+def record_cap(max_record_bytes: int | None, max_event_payload_bytes: int | None) -> int:
     """The per-record cap: an argument (either name: `max_event_payload_bytes` is the spec's),
     else `PYRULA_MAX_RECORD_BYTES` or `PYRULA_MAX_EVENT_PAYLOAD_BYTES`, else 1,000,000."""
     if max_record_bytes and max_event_payload_bytes and max_record_bytes != max_event_payload_bytes:
@@ -319,56 +190,20 @@ def _record_cap(max_record_bytes: int | None, max_event_payload_bytes: int | Non
     return max_record_bytes or max_event_payload_bytes or DEFAULT_MAX_RECORD_BYTES
 
 
-def _free_bytes(path: Path) -> int | None:
-    try:
-        return shutil.disk_usage(path).free
-    except OSError:
-        return None
-
-
-def _disk_is_full(exc: lmdb.Error) -> bool:
-    """LMDB reports a failed write as EIO or ENOSPC in its message, not as a class."""
-    text = str(exc)
-    return any(os.strerror(code) in text for code in (errno.ENOSPC, errno.EIO, errno.EDQUOT))
-
-
-def _initialise(env: lmdb.Environment) -> None:
-    meta = env.open_db(b"meta", create=True)
-    with env.begin(write=True, db=meta) as txn:
-        txn.put(b"magic", _MAGIC, overwrite=False)
-        txn.put(b"format", str(STORE_FORMAT).encode(), overwrite=False)
-
-
-class _SharedEnv:
-    """One process's handle on an environment, shared by every `Store` of that folder."""
-
-    def __init__(self, env: lmdb.Environment, readonly: bool) -> None:
-        self.env = env
-        self.readonly = readonly
-        self.refs = 1
-        self.lock = threading.Lock()
-        self.dbs: dict[str, Any] = {}
-        for name in _DATABASES:
-            try:
-                self.dbs[name] = env.open_db(name.encode(), create=not readonly)
-            except lmdb.NotFoundError:
-                self.dbs[name] = None
-
-
-_environments: dict[str, _SharedEnv] = {}
-_registry_lock = threading.Lock()
 _open_stores: dict[str, Store] = {}
+_open_lock = threading.Lock()
 
 
-def open_store(path: str | os.PathLike[str] | None = None, *, create: bool = True) -> Store:
-    """The process-wide `Store` for a folder, opened on first use and kept open.
+def open_store(location: Location | None = None, *, create: bool = True) -> Store:
+    """The process-wide `Store` for a location, opened on first use and kept open.
 
     With `create=False` a missing store raises `StoreNotFound` instead of being made empty."""
-    resolved = str((Path(path) if path is not None else default_path()).resolve())
-    with _registry_lock:
-        store = _open_stores.get(resolved)
-    if store is None or store._shared.refs == 0:
-        store = Store(resolved, create=create)
-        with _registry_lock:
-            _open_stores[resolved] = store
+    where = os.fspath(location) if location is not None else default_location()
+    key = where if is_url(where) else str(Path(where).resolve())
+    with _open_lock:
+        store = _open_stores.get(key)
+    if store is None or store.closed:
+        store = Store(key, create=create)
+        with _open_lock:
+            _open_stores[key] = store
     return store

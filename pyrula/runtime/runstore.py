@@ -19,8 +19,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import lmdb
-
 from pyrula.errors import (
     IdempotencyConflict,
     RunAttemptEnded,
@@ -28,7 +26,7 @@ from pyrula.errors import (
     RunNotFound,
 )
 from pyrula.fingerprints import canonical_json
-from pyrula.journal.store import Store
+from pyrula.journal.store import Store, Txn
 
 _SEQ = struct.Struct(">Q")
 HOST = socket.gethostname()
@@ -160,7 +158,7 @@ class RunStore:
         with self.store.read() as txn:
             value = txn.get(run_id.encode(), db=self._runs)
         if value is None:
-            raise RunNotFound(f"no run {run_id!r} in {self.store.path}")
+            raise RunNotFound(f"no run {run_id!r} in {self.store.location}")
         return RunRecord.from_json(json.loads(bytes(value)))
 
     def find(self, run_id: str) -> RunRecord | None:
@@ -178,13 +176,9 @@ class RunStore:
         start = prefix + _SEQ.pack(after + 1)
         found: list[Event] = []
         with self.store.read() as txn:
-            cursor = txn.cursor(db=self._events)
-            if cursor.set_range(start):
-                for key, value in cursor:
-                    if not bytes(key).startswith(prefix):
-                        break
-                    data = json.loads(bytes(value))
-                    found.append(Event(data["seq"], data["type"], data["at"], data["payload"]))
+            for _key, value in txn.scan(self._events, prefix, start=start):
+                data = json.loads(value)
+                found.append(Event(data["seq"], data["type"], data["at"], data["payload"]))
         return found
 
     # -- submitting -----------------------------------------------------------------------------
@@ -206,7 +200,7 @@ class RunStore:
         digest = input_digest({"name": name, "input": input})
         new_id = run_id or f"run_{uuid.uuid4().hex[:20]}"
 
-        def write(txn: lmdb.Transaction) -> tuple[RunRecord, bool]:
+        def write(txn: Txn) -> tuple[RunRecord, bool]:
             now = time.time()
             if idempotency_key is not None:
                 held = txn.get(idempotency_key.encode(), db=self._tokens)
@@ -262,9 +256,9 @@ class RunStore:
     def claim(self, worker: str, ttl: float, names: set[str] | None = None) -> RunRecord | None:
         """Take the first runnable run under a fresh lease, or None."""
 
-        def write(txn: lmdb.Transaction) -> RunRecord | None:
+        def write(txn: Txn) -> RunRecord | None:
             now = time.time()
-            for key, _ in txn.cursor(db=self._queue):
+            for key, _ in txn.scan(self._queue):
                 raw = txn.get(key, db=self._runs)
                 if raw is None:
                     continue
@@ -296,7 +290,7 @@ class RunStore:
         return self.store.write(write)
 
     def heartbeat(self, run_id: str, lease: Lease, ttl: float) -> None:
-        def write(txn: lmdb.Transaction) -> None:
+        def write(txn: Txn) -> None:
             self.check_lease(txn, run_id, lease)
             run = self._record(txn, run_id)
             assert run.lease is not None
@@ -310,7 +304,7 @@ class RunStore:
         again, claimable at once by any worker, its journal as it was. A lost lease raises
         `RunAttemptEnded`."""
 
-        def write(txn: lmdb.Transaction) -> RunRecord:
+        def write(txn: Txn) -> RunRecord:
             self.check_lease(txn, run_id, lease)
             run = self._record(txn, run_id)
             self.append_in(txn, run_id, "run:released", {"attempt": lease.attempt})
@@ -321,7 +315,7 @@ class RunStore:
 
         return self.store.write(write)
 
-    def check_lease(self, txn: lmdb.Transaction, run_id: str, lease: Lease) -> None:
+    def check_lease(self, txn: Txn, run_id: str, lease: Lease) -> None:
         """Refuse the write unless this attempt still holds the run's lease."""
         held = txn.get(_lease_key(run_id), db=self._flags)
         if held is None or bytes(held) != _lease_value(lease.worker, lease.attempt):
@@ -330,16 +324,16 @@ class RunStore:
                 "another worker owns the run now"
             )
 
-    def _record(self, txn: lmdb.Transaction, run_id: str) -> RunRecord:
+    def _record(self, txn: Txn, run_id: str) -> RunRecord:
         raw = txn.get(run_id.encode(), db=self._runs)
         if raw is None:
-            raise RunNotFound(f"no run {run_id!r} in {self.store.path}")
+            raise RunNotFound(f"no run {run_id!r} in {self.store.location}")
         return RunRecord.from_json(json.loads(bytes(raw)))
 
     def request_cancel(self, run_id: str) -> RunRecord:
         """Mark a run cancelled-on-request; a parked run is woken so it can end."""
 
-        def write(txn: lmdb.Transaction) -> RunRecord:
+        def write(txn: Txn) -> RunRecord:
             run = self._record(txn, run_id)
             if run.status in TERMINAL:
                 return run
@@ -357,7 +351,7 @@ class RunStore:
         """End a run now, as cancelled, whoever runs it: removing its lease fences the attempt
         still executing out of every further write."""
 
-        def write(txn: lmdb.Transaction) -> RunRecord:
+        def write(txn: Txn) -> RunRecord:
             run = self._record(txn, run_id)
             if run.status in TERMINAL:
                 return run
@@ -381,7 +375,7 @@ class RunStore:
     def append(self, run_id: str, lease: Lease | None, kind: str, payload: dict[str, Any]) -> Event:
         """Append one event (fenced by `lease` when given) and commit it."""
 
-        def write(txn: lmdb.Transaction) -> Event:
+        def write(txn: Txn) -> Event:
             if lease is not None:
                 self.check_lease(txn, run_id, lease)
             return self.append_in(txn, run_id, kind, payload)
@@ -389,20 +383,18 @@ class RunStore:
         return self.store.write(write)
 
     def append_in(
-        self, txn: lmdb.Transaction, run_id: str, kind: str, payload: dict[str, Any]
+        self, txn: Txn, run_id: str, kind: str, payload: dict[str, Any]
     ) -> Event:
         prefix = run_id.encode() + b"\x00"
-        cursor = txn.cursor(db=self._events)
-        # The key just before the first one past this run's events is its last event, if any.
-        found = cursor.prev() if cursor.set_range(prefix + b"\xff" * 8) else cursor.last()
+        found = txn.last(self._events, prefix)
         seq = 1
-        if found and bytes(cursor.key()).startswith(prefix):
-            seq = _SEQ.unpack(bytes(cursor.key())[len(prefix) :])[0] + 1
+        if found is not None:
+            seq = _SEQ.unpack(found[0][len(prefix) :])[0] + 1
         return self._put_event(txn, run_id, seq, kind, payload, time.time())
 
     def _put_event(
         self,
-        txn: lmdb.Transaction,
+        txn: Txn,
         run_id: str,
         seq: int,
         kind: str,
@@ -411,7 +403,7 @@ class RunStore:
     ) -> Event:
         event = Event(seq, kind, at, payload)
         key = run_id.encode() + b"\x00" + _SEQ.pack(seq)
-        txn.put(key, _dump(event.to_json()), db=self._events, append=False)
+        txn.put(key, _dump(event.to_json()), db=self._events)
         return event
 
     def finish(
@@ -428,7 +420,7 @@ class RunStore:
     ) -> Event:
         """End an attempt: write its closing event and the run's new status in one commit."""
 
-        def write(txn: lmdb.Transaction) -> Event:
+        def write(txn: Txn) -> Event:
             self.check_lease(txn, run_id, lease)
             run = self._record(txn, run_id)
             event = self.append_in(txn, run_id, kind, payload)
@@ -449,10 +441,10 @@ class RunStore:
     def update(self, run_id: str, **changes: Any) -> RunRecord:
         """Change fields of a run outside any attempt (cancel, answer, wake)."""
 
-        def write(txn: lmdb.Transaction) -> RunRecord:
+        def write(txn: Txn) -> RunRecord:
             raw = txn.get(run_id.encode(), db=self._runs)
             if raw is None:
-                raise RunNotFound(f"no run {run_id!r} in {self.store.path}")
+                raise RunNotFound(f"no run {run_id!r} in {self.store.location}")
             run = RunRecord.from_json(json.loads(bytes(raw)))
             for name, value in changes.items():
                 setattr(run, name, value)
@@ -465,10 +457,10 @@ class RunStore:
     def requeue(self, run_id: str, input: Any) -> None:
         """Queue an ended run again (its journaled work replays on the next attempt)."""
 
-        def write(txn: lmdb.Transaction) -> None:
+        def write(txn: Txn) -> None:
             raw = txn.get(run_id.encode(), db=self._runs)
             if raw is None:
-                raise RunNotFound(f"no run {run_id!r} in {self.store.path}")
+                raise RunNotFound(f"no run {run_id!r} in {self.store.location}")
             run = RunRecord.from_json(json.loads(bytes(raw)))
             run.status, run.error, run.updated_at = QUEUED, None, time.time()
             txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
@@ -480,10 +472,10 @@ class RunStore:
     def deliver(self, run_id: str, kind: str, payload: dict[str, Any]) -> Event:
         """Journal an outside fact for a run (an answer, a signal) and wake it if parked."""
 
-        def write(txn: lmdb.Transaction) -> Event:
+        def write(txn: Txn) -> Event:
             raw = txn.get(run_id.encode(), db=self._runs)
             if raw is None:
-                raise RunNotFound(f"no run {run_id!r} in {self.store.path}")
+                raise RunNotFound(f"no run {run_id!r} in {self.store.location}")
             run = RunRecord.from_json(json.loads(bytes(raw)))
             event = self.append_in(txn, run_id, kind, payload)
             if run.status == PARKED:

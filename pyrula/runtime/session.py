@@ -12,8 +12,6 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-import lmdb
-
 from pyrula.errors import (
     PayloadTooLarge,
     ProviderStreamTruncated,
@@ -26,6 +24,7 @@ from pyrula.journal import scrub
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import run_key
 from pyrula.journal.recorder import Reply, record_exchange
+from pyrula.journal.store import Txn
 from pyrula.replies import openai_chat
 from pyrula.runtime.calls import (
     ERROR_HEADERS,
@@ -384,7 +383,7 @@ class RunSession:
         """Journal a call's outcome and its `llm:done` in one transaction fenced by the lease."""
         written: list[Event] = []
 
-        def with_event(txn: lmdb.Transaction, record: ExchangeRecord) -> None:
+        def with_event(txn: Txn, record: ExchangeRecord) -> None:
             self._attempt.journal.check_lease(txn, self._run_id, self._attempt.lease)
             payload["exchange"] = record.id  # the reply this call replays from
             written.append(self._attempt.journal.append_in(txn, self._run_id, "llm:done", payload))

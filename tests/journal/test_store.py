@@ -9,7 +9,7 @@ import pytest
 
 from pyrula.errors import NotAStore, PayloadTooLarge, StoreCorrupt, StoreFormatError
 from pyrula.journal import Exchange, Exchanges, Store
-from pyrula.journal.store import STORE_FORMAT
+from pyrula.journal.lmdb_store import STORE_FORMAT
 
 
 def _put(exchanges: Exchanges, key: bytes, body: bytes) -> None:

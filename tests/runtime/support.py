@@ -20,6 +20,7 @@ import openai
 from pyrula.journal.store import open_store
 from pyrula.runtime import RunHandle, Worker, submit
 from tests.fakes.openai_api import chat_completion, openai_client
+from tests.fakes.postgres import fresh_url
 from tests.fakes.provider import OPENAI_LIB, Reply, Upstream, json_reply
 
 ROOT = Path(__file__).parents[2]
@@ -48,7 +49,17 @@ async def ask(client: openai.AsyncOpenAI, question: str, **kw: Any) -> str:
     return reply.choices[0].message.content or ""
 
 
+# The backend `new_store` opens: `each_backend` (tests/conftest.py) sets it per test.
+BACKEND = {"name": "lmdb"}
+OPENED: list[Any] = []
+
+
 def new_store() -> Any:
+    """A fresh, empty store on the current test's backend (closed by `each_backend`)."""
+    if BACKEND["name"] == "postgresql":
+        store = open_store(fresh_url())
+        OPENED.append(store)
+        return store
     return open_store(tempfile.mkdtemp(prefix="pyrula-test-"))
 
 

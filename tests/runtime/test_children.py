@@ -13,6 +13,9 @@ from tests.fakes.openai_api import chat_completion
 from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply
 from tests.runtime.support import ask, async_openai, chat_upstream, new_store, run_to_rest
 
+# The runtime's conformance: each test runs on LMDB and on PostgreSQL.
+pytestmark = pytest.mark.usefixtures("each_backend")
+
 
 @workflow(name="waits_forever")
 async def waits_forever(ctx: WorkflowContext) -> str:

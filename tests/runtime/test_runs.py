@@ -16,6 +16,9 @@ from pyrula.runtime import answer, cancel, fork, resume, signal, submit
 from pyrula.workflows import WorkflowContext, workflow
 from tests.runtime.support import ask, async_openai, chat_upstream, drive, new_store, run_to_rest
 
+# The runtime's conformance: each test runs on LMDB and on PostgreSQL.
+pytestmark = pytest.mark.usefixtures("each_backend")
+
 EFFECTS: list[str] = []
 
 

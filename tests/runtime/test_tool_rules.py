@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from pyrula.agents import AgentContext, ToolContext, agent, tool
 from pyrula.runtime import answer
 from pyrula.workflows import WorkflowContext, workflow
 from tests.runtime.support import ask, async_openai, chat_upstream, drive, new_store, run_to_rest
+
+# The runtime's conformance: each test runs on LMDB and on PostgreSQL.
+pytestmark = pytest.mark.usefixtures("each_backend")
 
 PAID: list[int] = []
 

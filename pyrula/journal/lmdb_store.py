@@ -1,0 +1,350 @@
+"""The LMDB store: one environment per folder, one write transaction per journaled fact."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+import lmdb
+
+from pyrula.errors import (
+    NotAStore,
+    StoreCorrupt,
+    StoreError,
+    StoreFormatError,
+    StoreFull,
+    StoreNotFound,
+)
+from pyrula.journal.lmdb_file import missing_bytes
+from pyrula.journal.store import DATABASES as _DATABASES
+from pyrula.journal.store import Location, Store, default_path, prefix_end, record_cap
+
+# The store's own format: bump on any change to how records are laid out.
+STORE_FORMAT = 1
+_MAGIC = b"pyrula-store"
+
+_INITIAL_MAP_SIZE = 64 << 20
+
+T = TypeVar("T")
+
+
+class LmdbStore(Store):
+    """A journal store in one folder.
+
+    Several processes may open the same folder: LMDB serialises writers and never blocks readers.
+    Every `write` commits (fsync by default) before it returns, so what a caller was handed is on
+    disk.
+    """
+
+    def __init__(
+        self,
+        path: Location | None = None,
+        *,
+        create: bool = True,
+        readonly: bool = False,
+        sync: bool = True,
+        max_record_bytes: int | None = None,
+        map_size: int = _INITIAL_MAP_SIZE,
+        max_event_payload_bytes: int | None = None,
+    ) -> None:
+        self.path = Path(path) if path is not None else default_path()
+        self.location = str(self.path)
+        self.max_record_bytes = record_cap(max_record_bytes, max_event_payload_bytes)
+        self.readonly = readonly
+        self._key = str(self.path.resolve())
+        with _registry_lock:
+            shared = _environments.get(self._key)
+            if shared is not None:
+                # LMDB forbids opening one environment twice in a process: share it.
+                if shared.readonly and not readonly:
+                    raise StoreError(f"{self.path} is already open read-only in this process")
+                shared.refs += 1
+            else:
+                shared = _SharedEnv(self._open(create, readonly, sync, map_size), readonly)
+                _environments[self._key] = shared
+        self._shared = shared
+        self.env = shared.env
+        self._dbs = shared.dbs
+        self.meta_db = self._dbs["meta"]
+        self.exchanges_db = self._dbs["exchanges"]
+        self.frames_db = self._dbs["frames"]
+        self.blobs_db = self._dbs["blobs"]
+
+    # -- opening -------------------------------------------------------------------------------
+
+    def _open(self, create: bool, readonly: bool, sync: bool, map_size: int) -> lmdb.Environment:
+        if self._check_folder(create=create and not readonly):
+            self._create(map_size)
+            self._probe(self.path / "data.mdb")
+        try:
+            return lmdb.open(
+                str(self.path),
+                map_size=map_size,
+                max_dbs=len(_DATABASES) + 1,
+                subdir=True,
+                sync=sync,
+                readonly=readonly,
+                max_readers=512,
+            )
+        except lmdb.Error as exc:
+            raise StoreCorrupt(f"{self.path} could not be opened as a Pyrula store: {exc}") from exc
+
+    def _create(self, map_size: int) -> None:
+        """Build a new store beside the target and rename it into place.
+
+        Several processes may create the same store at once (pytest-xdist workers): the rename
+        is atomic, so each sees either no store or a whole one, never a half-made LMDB file.
+        """
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{self.path.name}.", dir=self.path.parent))
+        try:
+            env = lmdb.open(str(staging), map_size=map_size, max_dbs=len(_DATABASES) + 1)
+            _initialise(env)
+            env.close()
+            try:
+                os.rename(staging, self.path)  # replaces an empty folder, never a filled one
+            except OSError as exc:
+                if exc.errno not in (errno.EEXIST, errno.ENOTEMPTY):
+                    raise
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+    def _check_folder(self, *, create: bool) -> bool:
+        """Refuse anything that is not a Pyrula store before LMDB writes a byte; True if new."""
+        data = self.path / "data.mdb"
+        if not self.path.exists():
+            if not create:
+                raise StoreNotFound(self.path, _MISSING_FIX)
+            return True
+        if not self.path.is_dir():
+            raise NotAStore(
+                f"{self.path} is a file, not a store folder; point PYRULA_STORE at a folder"
+            )
+        if not data.exists():
+            if any(self.path.iterdir()):
+                raise NotAStore(
+                    f"{self.path} is a non-empty folder without a Pyrula store in it; "
+                    "choose an empty or new folder"
+                )
+            if not create:
+                raise StoreNotFound(self.path, _MISSING_FIX)
+            return True
+        self._probe(data)
+        return False
+
+    def _probe(self, data: Path) -> None:
+        """Read the format marker with a read-only, lock-free open that cannot change the files."""
+        short = missing_bytes(data)
+        if short is not None:
+            raise StoreCorrupt(
+                f"{data} is truncated: {short[0]:,} bytes where its own header names "
+                f"{short[1]:,} (was it copied while being written, or onto a full disk?); "
+                "restore it from a copy"
+            )
+        try:
+            env = lmdb.open(str(self.path), readonly=True, lock=False, max_dbs=len(_DATABASES) + 1)
+        except lmdb.Error as exc:
+            raise StoreCorrupt(
+                f"{data} is not a readable LMDB file ({exc}); restore it from a copy or "
+                "point PYRULA_STORE at another folder"
+            ) from exc
+        try:
+            with env.begin() as txn:
+                if txn.get(b"meta") is None:
+                    raise NotAStore(
+                        f"{self.path} is an LMDB environment but not a Pyrula store; "
+                        "use a separate folder for Pyrula"
+                    )
+            meta = env.open_db(b"meta", create=False)
+            with env.begin(db=meta) as txn:
+                magic = txn.get(b"magic")
+                version = txn.get(b"format")
+        except lmdb.Error as exc:
+            raise StoreCorrupt(f"{data} is damaged: {exc}") from exc
+        finally:
+            env.close()
+        if magic != _MAGIC or version is None or not version.isdigit():
+            raise NotAStore(f"{self.path} holds an LMDB database that Pyrula did not write")
+        found = int(version)
+        if found > STORE_FORMAT:
+            raise StoreFormatError(
+                f"{self.path} was written by a newer Pyrula (store format {found}, this one reads "
+                f"up to {STORE_FORMAT}); upgrade pyrula to read it"
+            )
+        if found < 1:
+            raise StoreFormatError(f"{self.path} has unknown store format {found}")
+
+    def db(self, name: str) -> Any:
+        return self._dbs[name]
+
+    # -- transactions --------------------------------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        return "lmdb"
+
+    @property
+    def closed(self) -> bool:
+        return self._shared.refs == 0
+
+    def write(self, fn: Callable[[Any], T]) -> T:
+        """Run `fn` in one write transaction and commit it; grow the map and retry when full.
+
+        `fn` may run more than once (after a map resize), so it must only touch the transaction.
+        """
+        if self.readonly:
+            raise StoreError(f"{self.path} was opened read-only")
+        while True:
+            try:
+                with self.env.begin(write=True) as txn:
+                    return fn(LmdbTxn(txn))
+            except lmdb.MapFullError:
+                self._grow()
+            except lmdb.MapResizedError:
+                # Another process grew the map: adopt its size and try again.
+                self.env.set_mapsize(0)
+            except lmdb.Error as exc:
+                raise self._failure(exc) from exc
+
+    @contextmanager
+    def read(self) -> Iterator[LmdbTxn]:  # type: ignore[override]
+        """A read transaction, as a context manager; damage found while reading raises
+        `StoreCorrupt` naming the store, never a bare `lmdb` error."""
+        try:
+            txn = self.env.begin(write=False)
+        except lmdb.MapResizedError:
+            self.env.set_mapsize(0)
+            txn = self.env.begin(write=False)
+        try:
+            with txn:
+                yield LmdbTxn(txn)
+        except lmdb.Error as exc:
+            raise self._failure(exc) from exc
+
+    def _failure(self, exc: lmdb.Error) -> StoreError:
+        """The typed error for an LMDB failure: a full disk, or damage."""
+        if isinstance(exc, lmdb.DiskError) or _disk_is_full(exc):
+            return StoreFull(self.path, _free_bytes(self.path), exc)
+        return StoreCorrupt(
+            f"{self.path} is damaged ({exc}); restore it from a copy, or export what still "
+            "reads with `pyrula journal export` into a new store"
+        )
+
+    def _grow(self) -> None:
+        with self._shared.lock:
+            current = self.env.info()["map_size"]
+            self.env.set_mapsize(current * 2)
+
+    def close(self) -> None:
+        with _registry_lock:
+            if self._shared.refs == 0:
+                return
+            self._shared.refs -= 1
+            if self._shared.refs == 0:
+                _environments.pop(self._key, None)
+                self.env.close()
+
+    def stat(self) -> dict[str, Any]:
+        counts = {}
+        with self.read() as txn:
+            for name, db in self._dbs.items():
+                if db is not None:
+                    counts[name] = txn.txn.stat(db)["entries"]
+        info = self.env.info()
+        return {
+            "path": str(self.path),
+            "backend": "lmdb",
+            "format": STORE_FORMAT,
+            "map_size": info["map_size"],
+            "file_bytes": (self.path / "data.mdb").stat().st_size,
+            "entries": counts,
+        }
+
+
+_MISSING_FIX = (
+    "check the path (--store, PYRULA_STORE), or record into it first; "
+    "nothing is created where nothing would be recorded"
+)
+
+
+def _free_bytes(path: Path) -> int | None:
+    try:
+        return shutil.disk_usage(path).free
+    except OSError:
+        return None
+
+
+def _disk_is_full(exc: lmdb.Error) -> bool:
+    """LMDB reports a failed write as EIO or ENOSPC in its message, not as a class."""
+    text = str(exc)
+    return any(os.strerror(code) in text for code in (errno.ENOSPC, errno.EIO, errno.EDQUOT))
+
+
+def _initialise(env: lmdb.Environment) -> None:
+    meta = env.open_db(b"meta", create=True)
+    with env.begin(write=True, db=meta) as txn:
+        txn.put(b"magic", _MAGIC, overwrite=False)
+        txn.put(b"format", str(STORE_FORMAT).encode(), overwrite=False)
+
+
+class _SharedEnv:
+    """One process's handle on an environment, shared by every `Store` of that folder."""
+
+    def __init__(self, env: lmdb.Environment, readonly: bool) -> None:
+        self.env = env
+        self.readonly = readonly
+        self.refs = 1
+        self.lock = threading.Lock()
+        self.dbs: dict[str, Any] = {}
+        for name in _DATABASES:
+            try:
+                self.dbs[name] = env.open_db(name.encode(), create=not readonly)
+            except lmdb.NotFoundError:
+                self.dbs[name] = None
+
+
+_environments: dict[str, _SharedEnv] = {}
+_registry_lock = threading.Lock()
+
+
+class LmdbTxn:
+    """An LMDB transaction behind the store's `Txn` interface.
+
+    `get`, `put` and `delete` are the binding's own methods (no wrapper on the hot path); the
+    prefix scans walk a cursor. `txn` is the binding's transaction, `cursor` its cursor."""
+
+    __slots__ = ("cursor", "delete", "get", "put", "txn")
+
+    def __init__(self, txn: lmdb.Transaction) -> None:
+        self.txn = txn
+        self.get = txn.get
+        self.put = txn.put
+        self.delete = txn.delete
+        self.cursor = txn.cursor
+
+    def scan(
+        self, db: Any, prefix: bytes = b"", *, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        cursor = self.txn.cursor(db=db)
+        if not cursor.set_range(max(prefix, start or b"")):
+            return
+        for key, value in cursor:
+            if not bytes(key).startswith(prefix):
+                break
+            yield bytes(key), bytes(value)
+
+    def last(self, db: Any, prefix: bytes) -> tuple[bytes, bytes] | None:
+        cursor = self.txn.cursor(db=db)
+        # The greatest key with the prefix sits just before the first key past all of them.
+        after = prefix_end(prefix)
+        found = cursor.prev() if after and cursor.set_range(after) else cursor.last()
+        if found and bytes(cursor.key()).startswith(prefix):
+            return bytes(cursor.key()), bytes(cursor.value())
+        return None

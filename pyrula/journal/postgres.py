@@ -1,0 +1,372 @@
+"""The PostgreSQL store: the same named tables as LMDB, on a server many hosts share.
+
+`Store("postgresql://user@host/db")` opens one. Every write transaction takes one transaction-
+scoped advisory lock first, so writers are serialised exactly as LMDB serialises them and every
+layer above (which reads, decides and writes inside one transaction) keeps its guarantees. A
+fact is committed (the server's `synchronous_commit`) before `write` returns.
+
+A lost connection is retried with backoff for `PYRULA_PG_RETRY_SECONDS` (default 60). A commit
+whose outcome was lost with the connection is settled by its token: each write inserts a random
+token in the same transaction, so after reconnecting the token says whether it committed, and
+the write is neither lost nor applied twice.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, TypeVar
+
+from pyrula.errors import (
+    NotAStore,
+    StoreError,
+    StoreFormatError,
+    StoreNotFound,
+    StoreUnavailable,
+)
+from pyrula.journal.pg_schema import MAGIC, MIGRATIONS, SCHEMA_VERSION, table
+from pyrula.journal.store import (
+    DATABASES,
+    Location,
+    Store,
+    Txn,
+    default_location,
+    display,
+    prefix_end,
+    record_cap,
+)
+
+try:
+    import psycopg
+    from psycopg_pool import ConnectionPool
+except ImportError:  # pragma: no cover - the extra is not installed
+    psycopg = None  # type: ignore[assignment]
+
+T = TypeVar("T")
+STORE_FORMAT = 1
+# One lock for the whole store (its schema): writers serialise on it as on LMDB's write lock.
+_WRITE_LOCK = "pg_advisory_xact_lock(hashtext('pyrula:' || current_schema()))"
+_TOKEN_TTL = "1 hour"
+
+
+def retry_seconds() -> float:
+    value = os.environ.get("PYRULA_PG_RETRY_SECONDS", "60")
+    try:
+        return float(value)
+    except ValueError:
+        raise StoreError(f"PYRULA_PG_RETRY_SECONDS={value!r} is not a number of seconds") from None
+
+
+class PostgresStore(Store):
+    """A journal store in a PostgreSQL database (its `pyrula_*` tables)."""
+
+    def __init__(
+        self,
+        location: Location | None = None,
+        *,
+        create: bool = True,
+        readonly: bool = False,
+        sync: bool = True,
+        max_record_bytes: int | None = None,
+        map_size: int = 0,
+        max_event_payload_bytes: int | None = None,
+        pool_size: int | None = None,
+        migrate: bool = False,
+    ) -> None:
+        if psycopg is None:
+            raise StoreError(
+                "a postgresql:// store needs psycopg 3 and its pool: pip install 'pyrula[postgres]'"
+            )
+        self.url = os.fspath(location) if location is not None else default_location()
+        self.location = display(self.url)
+        self.readonly = readonly
+        self.max_record_bytes = record_cap(max_record_bytes, max_event_payload_bytes)
+        self._closed = False
+        self._writes = 0
+        self._lock = threading.Lock()
+        size = pool_size or int(os.environ.get("PYRULA_PG_POOL_SIZE", "8"))
+        self.pool = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=max(size, 1),
+            kwargs={"autocommit": True},
+            open=False,
+            name="pyrula",
+        )
+        try:
+            self.pool.open(wait=True, timeout=retry_seconds() or 5.0)
+        except Exception as exc:
+            self.pool.close()
+            raise StoreUnavailable(
+                f"could not connect to {self.location} ({exc}); check the URL and that the "
+                "server is running"
+            ) from exc
+        try:
+            self.schema = self._check(create=create and not readonly, migrate=migrate)
+        except BaseException:
+            self.pool.close()
+            raise
+        for name in DATABASES:
+            setattr(self, f"{name}_db", name)
+
+    # -- opening ---------------------------------------------------------------------------------
+
+    def _check(self, *, create: bool, migrate: bool) -> int:
+        """Refuse a database that is not a Pyrula store or is newer; initialise an empty one
+        only when it will be written. Returns the schema version."""
+        with self.pool.connection() as conn:
+            exists = conn.execute("SELECT to_regclass('pyrula_meta')").fetchone()
+            if exists is None or exists[0] is None:
+                if not create:
+                    raise StoreNotFound(
+                        self.location,
+                        "check the URL (--store, PYRULA_STORE), or run `pyrula store migrate "
+                        "URL` to initialise it; nothing is created where nothing would be written",
+                    )
+                return self._migrate(conn)
+            rows: dict[bytes, bytes] = dict(conn.execute("SELECT k, v FROM pyrula_meta").fetchall())
+        if rows.get(b"magic") != MAGIC:
+            raise NotAStore(f"{self.location} has a pyrula_meta table Pyrula did not write")
+        schema = int(rows.get(b"schema", b"0"))
+        if schema > SCHEMA_VERSION:
+            raise StoreFormatError(
+                f"{self.location} has store schema {schema}, newer than this Pyrula reads "
+                f"(up to {SCHEMA_VERSION}); upgrade pyrula to use it"
+            )
+        if schema < SCHEMA_VERSION:
+            if not migrate:
+                raise StoreFormatError(
+                    f"{self.location} has store schema {schema}; this Pyrula needs "
+                    f"{SCHEMA_VERSION}: run `pyrula store migrate {self.location}`"
+                )
+            with self.pool.connection() as conn:
+                return self._migrate(conn)
+        return schema
+
+    def _migrate(self, conn: Any) -> int:
+        """Apply every migration past the database's schema, in one transaction."""
+        with conn.transaction():
+            conn.execute(f"SELECT {_WRITE_LOCK}")
+            conn.execute(MIGRATIONS[0][0])  # pyrula_meta, so the version can be read
+            found = conn.execute("SELECT v FROM pyrula_meta WHERE k = 'schema'::bytea").fetchone()
+            current = int(found[0]) if found else 0
+            for statements in MIGRATIONS[current:]:
+                for statement in statements:
+                    conn.execute(statement)
+            put = (
+                "INSERT INTO pyrula_meta (k, v) VALUES (%b, %b) "
+                "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v"
+            )
+            conn.execute(
+                put.replace("DO UPDATE SET v = EXCLUDED.v", "DO NOTHING"), (b"magic", MAGIC)
+            )
+            conn.execute(
+                put.replace("DO UPDATE SET v = EXCLUDED.v", "DO NOTHING"),
+                (b"format", str(STORE_FORMAT).encode()),
+            )
+            conn.execute(put, (b"schema", str(SCHEMA_VERSION).encode()))
+        return SCHEMA_VERSION
+
+    # -- the interface ---------------------------------------------------------------------
+
+    @property
+    def backend(self) -> str:
+        return "postgresql"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def db(self, name: str) -> Any:
+        table(name)
+        return name
+
+    def write(self, fn: Callable[[Txn], T]) -> T:
+        """Run `fn` in one serialised transaction and commit it; retry a lost connection.
+
+        `fn` may run more than once (after a lost connection), so it must only touch the
+        transaction."""
+        if self.readonly:
+            raise StoreError(f"{self.location} was opened read-only")
+        token = os.urandom(16)
+        deadline = time.monotonic() + retry_seconds()
+        delay = 0.05
+        while True:
+            done = False
+            try:
+                with self.pool.connection() as conn:
+                    with conn.transaction():
+                        conn.execute(_BEGIN_WRITE, (token,))
+                        result = fn(PgTxn(conn))
+                        done = True
+                    self._sweep_tokens(conn)
+                    return result
+            except psycopg.OperationalError as exc:
+                if done and self._committed(token, deadline):
+                    return result
+                if time.monotonic() + delay > deadline:
+                    raise StoreUnavailable(
+                        f"{self.location} stayed unreachable ({exc}); nothing of this write was "
+                        "kept: start the server (or raise PYRULA_PG_RETRY_SECONDS) and resume"
+                    ) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _committed(self, token: bytes, deadline: float) -> bool:
+        """Whether the write that inserted `token` committed (its outcome was lost)."""
+        delay = 0.05
+        while True:
+            try:
+                with self.pool.connection() as conn:
+                    row = conn.execute(
+                        "SELECT 1 FROM pyrula_commits WHERE token = %b", (token,)
+                    ).fetchone()
+                    return row is not None
+            except psycopg.OperationalError:
+                if time.monotonic() + delay > deadline:
+                    return False
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _sweep_tokens(self, conn: Any) -> None:
+        """Forget commit tokens old enough that no retry can still ask about them."""
+        with self._lock:
+            self._writes += 1
+            due = self._writes % 1000 == 0
+        if due:
+            conn.execute(f"DELETE FROM pyrula_commits WHERE at < now() - interval '{_TOKEN_TTL}'")
+
+    @contextmanager
+    def read(self) -> Iterator[PgTxn]:  # type: ignore[override]
+        """A read-only snapshot (REPEATABLE READ); a lost connection is retried before the
+        first read."""
+        conn = self._begin_read()
+        try:
+            yield PgTxn(conn)
+        except BaseException:
+            with suppress(psycopg.Error):
+                conn.execute("ROLLBACK")
+            raise
+        else:
+            conn.execute("COMMIT")
+        finally:
+            self.pool.putconn(conn)
+
+    def _begin_read(self) -> Any:
+        deadline = time.monotonic() + retry_seconds()
+        delay = 0.05
+        while True:
+            conn = None
+            try:
+                conn = self.pool.getconn()
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                return conn
+            except psycopg.OperationalError as exc:
+                if conn is not None:
+                    self.pool.putconn(conn)
+                if time.monotonic() + delay > deadline:
+                    raise StoreUnavailable(
+                        f"{self.location} stayed unreachable ({exc}); start the server and retry"
+                    ) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def iter_prefix(self, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """As on LMDB, but read whole before yielding: a caller that reads or writes while it
+        iterates must not hold a second connection of the pool."""
+        with self.read() as txn:
+            rows = list(txn.scan(db, prefix))
+        yield from rows
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.pool.close()
+
+    def stat(self) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        with self.read() as txn:
+            for name in DATABASES:
+                counts[name] = txn.count(name)
+            size = txn.conn.execute("SELECT pg_database_size(current_database())").fetchone()
+        return {
+            "path": self.location,
+            "backend": "postgresql",
+            "format": STORE_FORMAT,
+            "schema": self.schema,
+            "map_size": 0,
+            "file_bytes": int(size[0]) if size else 0,
+            "entries": counts,
+        }
+
+
+_BEGIN_WRITE = (
+    "WITH token AS (INSERT INTO pyrula_commits (token) VALUES (%b)) "
+    f"SELECT {_WRITE_LOCK}"
+)
+
+
+class PgTxn:
+    """One transaction on a PostgreSQL store, behind the store's `Txn` interface."""
+
+    __slots__ = ("conn", "cur")
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self.cur = conn.cursor(binary=True)
+
+    def get(self, key: bytes, default: None = None, *, db: str) -> bytes | None:
+        row = self.cur.execute(_SQL[db]["get"], (key,)).fetchone()
+        return row[0] if row is not None else default
+
+    def put(self, key: bytes, value: bytes, *, db: str, overwrite: bool = True) -> bool:
+        self.cur.execute(_SQL[db]["put" if overwrite else "add"], (key, value))
+        return bool(self.cur.rowcount)
+
+    def delete(self, key: bytes, *, db: str) -> bool:
+        self.cur.execute(_SQL[db]["delete"], (key,))
+        return bool(self.cur.rowcount)
+
+    def scan(
+        self, db: str, prefix: bytes = b"", *, start: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        low = max(prefix, start or b"")
+        end = prefix_end(prefix)
+        if end:
+            rows = self.cur.execute(_SQL[db]["range"], (low, end)).fetchall()
+        else:
+            rows = self.cur.execute(_SQL[db]["from"], (low,)).fetchall()
+        yield from rows
+
+    def last(self, db: str, prefix: bytes) -> tuple[bytes, bytes] | None:
+        end = prefix_end(prefix)
+        if end:
+            row = self.cur.execute(_SQL[db]["last_below"], (prefix, end)).fetchone()
+        else:
+            row = self.cur.execute(_SQL[db]["last"], (prefix,)).fetchone()
+        return (row[0], row[1]) if row is not None else None
+
+    def count(self, db: str) -> int:
+        row = self.cur.execute(f"SELECT count(*) FROM {table(db)}").fetchone()
+        return int(row[0]) if row else 0
+
+
+def _statements(name: str) -> dict[str, str]:
+    t = table(name)
+    return {
+        "get": f"SELECT v FROM {t} WHERE k = %b",
+        "put": f"INSERT INTO {t} (k, v) VALUES (%b, %b) "
+        "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
+        "add": f"INSERT INTO {t} (k, v) VALUES (%b, %b) ON CONFLICT (k) DO NOTHING",
+        "delete": f"DELETE FROM {t} WHERE k = %b",
+        "range": f"SELECT k, v FROM {t} WHERE k >= %b AND k < %b ORDER BY k",
+        "from": f"SELECT k, v FROM {t} WHERE k >= %b ORDER BY k",
+        "last_below": f"SELECT k, v FROM {t} WHERE k >= %b AND k < %b ORDER BY k DESC LIMIT 1",
+        "last": f"SELECT k, v FROM {t} WHERE k >= %b ORDER BY k DESC LIMIT 1",
+    }
+
+
+_SQL = {name: _statements(name) for name in DATABASES}

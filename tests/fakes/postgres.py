@@ -1,0 +1,63 @@
+"""A real PostgreSQL for the store tests.
+
+`PYRULA_TEST_POSTGRES_URL` when it is set; otherwise a throwaway server started from the
+`pgserver` wheel (a real PostgreSQL 16, on a unix socket, in a temporary folder, stopped and
+deleted when the process exits). Each test gets its own schema on it (`fresh_url`), so tests
+running side by side never see each other's tables, and a store's write lock is per schema.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import threading
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+_lock = threading.Lock()
+_servers: dict[str, Any] = {}
+
+
+def server(name: str = "shared") -> Any:
+    """The `pgserver` server called `name` in this process, started on first use."""
+    with _lock, warnings.catch_warnings():
+        # platformdirs warns when XDG_RUNTIME_DIR is unset (CI containers); nothing to act on.
+        warnings.simplefilter("ignore")
+        import pgserver
+
+        found = _servers.get(name)
+        if found is None:
+            folder = Path(tempfile.mkdtemp(prefix=f"pyrula-pg-{name}-"))
+            found = pgserver.get_server(folder, cleanup_mode="delete")
+            _servers[name] = found
+        return found
+
+
+def server_url() -> str:
+    """The URL of the test server (the environment's, or a throwaway one)."""
+    given = os.environ.get("PYRULA_TEST_POSTGRES_URL")
+    if given:
+        return given
+    return str(server().get_uri())
+
+
+def fresh_url(base: str | None = None) -> str:
+    """A URL whose tables live in a new, empty schema of the test server."""
+    base = base or server_url()
+    schema = f"t_{uuid.uuid4().hex[:16]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    joiner = "&" if "?" in base else "?"
+    return f"{base}{joiner}options=-csearch_path%3D{schema}"
+
+
+def restart(name: str) -> None:
+    """Stop the server called `name` the hard way (as a crash would) and start it again."""
+    from pgserver import pg_ctl
+
+    found = server(name)
+    pg_ctl(["-w", "-m", "immediate", "restart"], pgdata=found.pgdata, user=found.system_user)
