@@ -11,6 +11,7 @@ import pytest
 
 import pyrula
 from tests.cli.support import SECRET, STORY, Invoke, Provider, ask, ask_streamed, make_client
+from tests.fakes.postgres import fresh_url
 
 
 def ls(journal: Invoke, store: Path, *args: str) -> list[dict[str, Any]]:
@@ -498,3 +499,31 @@ def test_ls_fits_each_row_to_the_terminal_keeping_the_end_of_long_names(
     row = next(line for line in lines if "…" in line)
     shown = row.split()[1]  # id, then what is left of the cassette name
     assert len(shown) >= 8 and long_name.endswith(shown[1:])
+
+
+def test_an_export_moves_between_lmdb_and_postgresql_byte_for_byte(
+    journal: Invoke, store: Path, tmp_path: Path
+) -> None:
+    first = export(journal, store)
+    (tmp_path / "all.jsonl").write_text(first)
+    url = fresh_url()
+
+    into_pg = journal("import", str(tmp_path / "all.jsonl"), "--store", url, "--json")
+    from_pg = journal("export", "--store", url)
+    (tmp_path / "pg.jsonl").write_text(from_pg.stdout)
+    back = tmp_path / "back"
+    into_lmdb = journal("import", str(tmp_path / "pg.jsonl"), "--store", str(back), "--json")
+
+    assert into_pg.exit_code == 0, into_pg.output
+    assert json.loads(into_pg.stdout)["imported"] == 4
+    assert from_pg.stdout == first
+    assert into_lmdb.exit_code == 0, into_lmdb.output
+    assert export(journal, back) == first
+    offline = Provider()
+    client = make_client(offline)
+    with pyrula.cassette("chat-stream", mode="none", store=url):
+        assert ask_streamed(client, "Tell a story") == STORY
+        assert ask_streamed(client, "long").startswith("word0000 ")
+    assert offline.calls == []
+    stats = json.loads(journal("stats", "--store", url, "--json").stdout)
+    assert stats["exchanges"] == 4

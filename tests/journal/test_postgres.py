@@ -1,0 +1,123 @@
+"""The store on PostgreSQL: the same interface as LMDB, a versioned schema, and facts that
+survive a server restart exactly once."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+
+from pyrula.errors import StoreFormatError, StoreNotFound
+from pyrula.journal import Store
+from pyrula.journal.pg_schema import SCHEMA_VERSION
+from pyrula.journal.store import display
+from pyrula.runtime import RunStore
+from tests.fakes.postgres import fresh_url, restart, server
+
+
+def _tables(url: str) -> list[str]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = "
+            "current_schema() ORDER BY 1"
+        ).fetchall()
+    return [row[0] for row in rows]
+
+
+def test_each_backend_keeps_keys_in_byte_order_with_prefix_scans(store_location):
+    keys = [b"a\x00\x01", b"a\x00\xff", b"a\x01", b"a\xff\xff", b"b"]
+    with Store(store_location) as store:
+        events = store.db("events")
+        store.write(lambda txn: [txn.put(k, k * 2, db=events) for k in reversed(keys)])
+        added = store.write(lambda txn: txn.put(b"b", b"other", db=events, overwrite=False))
+        removed = store.write(lambda txn: txn.delete(b"a\x01", db=events))
+        with store.read() as txn:
+            assert [k for k, _ in txn.scan(events)] == [k for k in keys if k != b"a\x01"]
+            assert [k for k, _ in txn.scan(events, b"a\x00")] == [b"a\x00\x01", b"a\x00\xff"]
+            assert [k for k, _ in txn.scan(events, b"a", start=b"a\x00\x02")] == [
+                b"a\x00\xff",
+                b"a\xff\xff",
+            ]
+            assert txn.last(events, b"a\x00") == (b"a\x00\xff", b"a\x00\xff" * 2)
+            assert txn.last(events, b"a\xff") == (b"a\xff\xff", b"a\xff\xff" * 2)
+            assert txn.last(events, b"c") is None
+            assert txn.get(b"b", db=events) == b"bb"
+    assert (added, removed) == (False, True)
+
+
+def test_a_missing_store_is_not_created_where_nothing_will_be_written():
+    url = fresh_url()
+    with pytest.raises(StoreNotFound, match="pyrula store migrate"):
+        Store(url, create=False)
+    assert _tables(url) == []
+    with Store(url) as store:
+        assert store.stat()["schema"] == SCHEMA_VERSION
+    assert "pyrula_events" in _tables(url)
+
+
+def test_a_store_of_a_newer_schema_is_refused_and_left_unchanged():
+    url = fresh_url()
+    Store(url).close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE pyrula_meta SET v = %s WHERE k = 'schema'::bytea", (b"99",))
+    with pytest.raises(StoreFormatError, match="schema 99, newer than this Pyrula"):
+        Store(url)
+    with psycopg.connect(url) as conn:
+        found = conn.execute("SELECT v FROM pyrula_meta WHERE k = 'schema'::bytea").fetchone()
+    assert found is not None and bytes(found[0]) == b"99"
+
+
+def test_an_older_schema_asks_for_migrate_and_migrate_brings_it_up():
+    url = fresh_url()
+    Store(url).close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE pyrula_meta SET v = %s WHERE k = 'schema'::bytea", (b"0",))
+    with pytest.raises(StoreFormatError, match="pyrula store migrate"):
+        Store(url)
+    Store(url, migrate=True).close()
+    with Store(url) as store:
+        assert store.stat()["schema"] == SCHEMA_VERSION
+
+
+def test_the_location_shown_never_carries_the_password():
+    assert (
+        display("postgresql://me:s3cret@db.internal/runs") == "postgresql://me:***@db.internal/runs"
+    )
+    assert display("postgresql://me@db/runs") == "postgresql://me@db/runs"
+
+
+def test_facts_written_across_a_server_crash_are_kept_exactly_once(monkeypatch):
+    monkeypatch.setenv("PYRULA_PG_RETRY_SECONDS", "60")
+    url = fresh_url(str(server("restart").get_uri()))
+    store = Store(url)
+    runs = RunStore(store)
+    run, _ = runs.submit("crash", {})
+    acknowledged: list[int] = []
+    failures: list[BaseException] = []
+    halfway = threading.Event()
+
+    def append() -> None:
+        try:
+            for index in range(200):
+                event = runs.append(run.id, None, "step:done", {"index": index})
+                acknowledged.append(event.seq)
+                if index == 50:
+                    halfway.set()
+        except BaseException as exc:  # reported below
+            failures.append(exc)
+            halfway.set()
+
+    writer = threading.Thread(target=append)
+    writer.start()
+    halfway.wait(60)
+    restart("restart")
+    writer.join(120)
+    store.close()
+
+    assert failures == []
+    with Store(url) as reopened:
+        events = RunStore(reopened).events(run.id)
+    indexes = [event.payload["index"] for event in events if event.type == "step:done"]
+    assert indexes == list(range(200))
+    assert [event.seq for event in events if event.type == "step:done"] == acknowledged
