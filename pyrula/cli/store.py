@@ -7,12 +7,17 @@ from typing import Annotated, Any
 
 import typer
 
-from pyrula.errors import PyrulaError
+from pyrula.errors import PyrulaError, StoreError
 from pyrula.journal.check import Damage, check
+from pyrula.journal.copy import copy_store
 from pyrula.journal.keys import describe_key
-from pyrula.journal.store import Store
+from pyrula.journal.store import Store, display, is_url
 
-store_app = typer.Typer(help="Check a journal store.", no_args_is_help=True, add_completion=False)
+store_app = typer.Typer(
+    help="Check, migrate, copy and count a journal store.",
+    no_args_is_help=True,
+    add_completion=False,
+)
 
 
 def damage_json(item: Damage) -> dict[str, Any]:
@@ -78,3 +83,92 @@ def check_command(
         typer.echo(f"{report.exchanges} exchanges, {report.blobs} request parts read: {state}")
     if not report.ok:
         raise typer.Exit(1)
+
+
+def _fail(exc: PyrulaError, as_json: bool) -> typer.Exit:
+    if as_json:
+        typer.echo(json.dumps({"error": type(exc).__name__, "message": str(exc)}), err=True)
+    else:
+        typer.echo(f"error: {exc}", err=True)
+    return typer.Exit(1)
+
+
+@store_app.command("migrate")
+def migrate_command(
+    url: Annotated[str, typer.Argument(metavar="URL", help="A postgresql:// store.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Bring a PostgreSQL store's schema up to this Pyrula's (creating it in an empty
+    database); forward only. A folder (LMDB) store needs no migration.
+
+    Example: pyrula store migrate postgresql://pyrula@db.internal/pyrula
+    """
+    if not is_url(url):
+        raise _fail(
+            StoreError(f"{url} is not a postgresql:// URL; LMDB stores need no migrate"), as_json
+        )
+    try:
+        with Store(url, migrate=True) as opened:
+            schema = opened.stat()["schema"]
+    except PyrulaError as exc:
+        raise _fail(exc, as_json) from None
+    where = display(url)
+    typer.echo(
+        json.dumps({"store": where, "schema": schema}) if as_json else f"{where}: schema {schema}"
+    )
+
+
+@store_app.command("copy")
+def copy_command(
+    source: Annotated[
+        str, typer.Argument(metavar="SRC", help="The store to read (folder or URL).")
+    ],
+    target: Annotated[str, typer.Argument(metavar="DST", help="An empty or new store.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Copy every exchange, request part, run, event, queue entry, lease, token and flag from
+    SRC into DST (LMDB to PostgreSQL and back), byte for byte. DST must hold nothing yet.
+
+    Example: pyrula store copy ./.pyrula postgresql://pyrula@db.internal/pyrula
+    """
+    try:
+        with Store(source, create=False, readonly=True) as src, Store(target) as dst:
+            counts = copy_store(src, dst)
+    except PyrulaError as exc:
+        raise _fail(exc, as_json) from None
+    if as_json:
+        typer.echo(json.dumps({"copied": counts}))
+    else:
+        total = ", ".join(f"{count} {name}" for name, count in counts.items() if count)
+        typer.echo(f"copied {total or 'nothing'} into {display(target)}")
+
+
+@store_app.command("stats")
+def stats_command(
+    store: Annotated[
+        str | None,
+        typer.Option(
+            "--store",
+            envvar="PYRULA_STORE",
+            show_default=False,
+            help="Store folder or postgresql:// URL.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+) -> None:
+    """Entries per table, the backend, its format and size, on either backend.
+
+    Example: pyrula store stats --store postgresql://pyrula@db.internal/pyrula --json
+    """
+    try:
+        with Store(store, create=False, readonly=True) as opened:
+            found = opened.stat()
+    except PyrulaError as exc:
+        raise _fail(exc, as_json) from None
+    if as_json:
+        typer.echo(json.dumps(found))
+        return
+    size = f"{found['file_bytes']:,} bytes"
+    typer.echo(f"{found['path']} ({found['backend']}, format {found['format']}, {size})")
+    for name, count in found["entries"].items():
+        typer.echo(f"  {name:<10} {count:>10,}")

@@ -9,7 +9,10 @@ from typer.testing import CliRunner
 
 from pyrula.cli.app import app
 from pyrula.journal import Exchanges, Store
+from pyrula.journal.pg_schema import SCHEMA_VERSION
+from pyrula.runtime import RunStore
 from tests.cli.support import Invoke
+from tests.fakes.postgres import fresh_url
 
 ENV = {"PYRULA_STORE": None, "COLUMNS": "160"}
 
@@ -75,3 +78,47 @@ def test_export_leaves_out_a_damaged_exchange_exports_the_rest_and_says_so(
     # What was exported imports cleanly into a new store.
     imported = journal("import", str(out), "--store", str(tmp_path / "new"))
     assert imported.exit_code == 0, imported.output
+
+
+def test_copy_moves_a_whole_store_to_postgresql_and_back_byte_for_byte(
+    store: Path, tmp_path: Path, journal: Invoke
+) -> None:
+    with Store(store) as opened:
+        runs = RunStore(opened)
+        run, _ = runs.submit("copied", {"n": 1}, idempotency_key="once")
+        runs.append(run.id, None, "step:done", {"result": 2})
+    url = fresh_url()
+    back = tmp_path / "back"
+
+    there = _store("copy", str(store), url, "--json")
+    again = _store("copy", str(store), url)
+    home = _store("copy", url, str(back), "--json")
+
+    assert there.exit_code == 0, there.output
+    copied = json.loads(there.stdout)["copied"]
+    assert copied["exchanges"] == 4 and copied["runs"] == 1 and copied["tokens"] == 1
+    assert again.exit_code == 1 and "already holds" in again.output
+    assert home.exit_code == 0, home.output
+    assert json.loads(home.stdout)["copied"] == copied
+    original = journal("export", "--store", str(store)).stdout
+    assert journal("export", "--store", url).stdout == original
+    assert journal("export", "--store", str(back)).stdout == original
+    with Store(url) as on_pg:
+        assert [e.payload for e in RunStore(on_pg).events(run.id)][-1] == {"result": 2}
+        assert RunStore(on_pg).submit("copied", {"n": 1}, idempotency_key="once")[0].id == run.id
+    for where in (url, str(back)):
+        stats = json.loads(_store("stats", "--store", where, "--json").stdout)
+        assert stats["entries"]["exchanges"] == 4 and stats["entries"]["events"] == 2
+
+
+def test_migrate_initialises_an_empty_database_and_names_its_schema() -> None:
+    url = fresh_url()
+
+    result = _store("migrate", url, "--json")
+    again = _store("migrate", url)
+    folder = _store("migrate", "./somewhere")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["schema"] == SCHEMA_VERSION
+    assert again.exit_code == 0 and f"schema {SCHEMA_VERSION}" in again.stdout
+    assert folder.exit_code == 1 and "not a postgresql:// URL" in folder.output
