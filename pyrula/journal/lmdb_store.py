@@ -340,6 +340,9 @@ class LmdbTxn:
                 break
             yield bytes(key), bytes(value)
 
+    def wake(self) -> None:
+        """Nothing: LMDB's waiters poll (a local file is cheap to look at)."""
+
     def last(self, db: Any, prefix: bytes) -> tuple[bytes, bytes] | None:
         cursor = self.txn.cursor(db=db)
         # The greatest key with the prefix sits just before the first key past all of them.

@@ -13,9 +13,11 @@ the write is neither lost nor applied twice.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, TypeVar
@@ -38,6 +40,7 @@ from pyrula.journal.store import (
     prefix_end,
     record_cap,
 )
+from pyrula.journal.wakeups import CHANNEL, Wakeups
 
 try:
     import psycopg
@@ -86,6 +89,9 @@ class PostgresStore(Store):
         self.max_record_bytes = record_cap(max_record_bytes, max_event_payload_bytes)
         self._closed = False
         self._writes = 0
+        self._wakeups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Wakeups] = (
+            weakref.WeakKeyDictionary()
+        )
         self._lock = threading.Lock()
         size = pool_size or int(os.environ.get("PYRULA_PG_POOL_SIZE", "8"))
         self.pool = ConnectionPool(
@@ -183,6 +189,15 @@ class PostgresStore(Store):
     def db(self, name: str) -> Any:
         table(name)
         return name
+
+    def wakeups(self) -> Wakeups:
+        """One listening connection per event loop (created on first use, in that loop)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            found = self._wakeups.get(loop)
+            if found is None:
+                found = self._wakeups[loop] = Wakeups(self.url)
+        return found
 
     def write(self, fn: Callable[[Txn], T]) -> T:
         """Run `fn` in one serialised transaction and commit it; retry a lost connection.
@@ -304,19 +319,24 @@ class PostgresStore(Store):
 
 
 _BEGIN_WRITE = (
-    "WITH token AS (INSERT INTO pyrula_commits (token) VALUES (%b)) "
-    f"SELECT {_WRITE_LOCK}"
+    f"WITH token AS (INSERT INTO pyrula_commits (token) VALUES (%b)) SELECT {_WRITE_LOCK}"
 )
 
 
 class PgTxn:
     """One transaction on a PostgreSQL store, behind the store's `Txn` interface."""
 
-    __slots__ = ("conn", "cur")
+    __slots__ = ("conn", "cur", "woken")
 
     def __init__(self, conn: Any) -> None:
         self.conn = conn
         self.cur = conn.cursor(binary=True)
+        self.woken = False
+
+    def wake(self) -> None:
+        if not self.woken:
+            self.woken = True
+            self.cur.execute(f"NOTIFY {CHANNEL}")
 
     def get(self, key: bytes, default: None = None, *, db: str) -> bytes | None:
         row = self.cur.execute(_SQL[db]["get"], (key,)).fetchone()

@@ -59,6 +59,11 @@ class Txn(Protocol):
         """The (key, value) with the greatest key starting with `prefix`, if any."""
         ...
 
+    def wake(self) -> None:
+        """Wake whoever waits on this store once the transaction commits (PostgreSQL's
+        `NOTIFY`; nothing on LMDB, whose waiters poll)."""
+        ...
+
 
 def is_url(location: object) -> bool:
     """Whether a store location names a PostgreSQL server rather than a folder."""
@@ -147,6 +152,11 @@ class Store:
     @property
     def closed(self) -> bool:
         raise NotImplementedError
+
+    def wakeups(self) -> Any:
+        """The store's wake-ups for the running event loop (`journal.wakeups.Wakeups`), or None
+        where waiters poll (LMDB)."""
+        return None
 
     def check_size(self, size: int, what: str = "record") -> None:
         if size > self.max_record_bytes:

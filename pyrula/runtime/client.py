@@ -19,6 +19,7 @@ from pyrula.errors import (
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.keys import run_key
 from pyrula.journal.store import Store, open_store
+from pyrula.journal.wakeups import WAKE_FALLBACK_SECONDS
 from pyrula.runtime.attempt import Attempt
 from pyrula.runtime.failures import rebuild_error
 from pyrula.runtime.registry import Definition
@@ -61,11 +62,13 @@ class RunHandle:
         return self.journal.events(self.id)
 
     async def wait(self, poll_seconds: float = 0.05, *, until_parked: bool = False) -> RunRecord:
+        wake = self.journal.store.wakeups()
         while True:
+            seen = wake.count if wake is not None else 0
             record = self.journal.get(self.id)
             if record.status in TERMINAL or (until_parked and record.status == PARKED):
                 return record
-            await asyncio.sleep(poll_seconds)
+            await _pause(wake, seen, poll_seconds)
 
     async def result(self, poll_seconds: float = 0.05) -> Any:
         """The run's result once it completes; raises if it was cancelled or failed."""
@@ -225,13 +228,24 @@ def submit_child(
 
 
 async def child_result(attempt: Attempt, child_id: str, poll_seconds: float = 0.05) -> Any:
+    wake = attempt.journal.store.wakeups()
     while True:
+        seen = wake.count if wake is not None else 0
         attempt.check_cancel()
         record = attempt.journal.get(child_id)
         if record.status in TERMINAL:
             _charge_parent(attempt, child_id)
             return outcome_of(record)
+        await _pause(wake, seen, poll_seconds)
+
+
+async def _pause(wake: Any, seen: int, poll_seconds: float) -> None:
+    """Until the store may have changed: a wake-up (PostgreSQL's NOTIFY, or the long fallback),
+    else the poll interval (LMDB)."""
+    if wake is None:
         await asyncio.sleep(poll_seconds)
+    else:
+        await wake.wait(seen, WAKE_FALLBACK_SECONDS)
 
 
 def _charge_parent(attempt: Attempt, child_id: str) -> None:

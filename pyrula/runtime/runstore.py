@@ -11,7 +11,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import socket
 import struct
 import time
 import uuid
@@ -27,9 +26,9 @@ from pyrula.errors import (
 )
 from pyrula.fingerprints import canonical_json
 from pyrula.journal.store import Store, Txn
+from pyrula.runtime.leases import HOST, lease_is_live
 
 _SEQ = struct.Struct(">Q")
-HOST = socket.gethostname()
 
 QUEUED, RUNNING, PARKED = "queued", "running", "parked"
 COMPLETED, FAILED, CANCELLED, BUDGET_EXCEEDED = (
@@ -111,16 +110,6 @@ def input_digest(value: Any) -> str:
     return hashlib.sha256(canonical_json(json.loads(_dump(value)))).hexdigest()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _lease_key(run_id: str) -> bytes:
     return b"lease:" + run_id.encode()
 
@@ -131,13 +120,6 @@ def _lease_value(worker: str, attempt: int) -> bytes:
 
 def _cancel_key(run_id: str) -> bytes:
     return b"cancel:" + run_id.encode()
-
-
-def lease_is_live(lease: dict[str, Any] | None, now: float) -> bool:
-    """A lease holds until it expires, or until its process is seen dead on this host."""
-    if not lease or lease.get("expires", 0) <= now:
-        return False
-    return not (lease.get("host") == HOST and not _alive(int(lease.get("pid", 0))))
 
 
 class RunStore:
@@ -151,6 +133,8 @@ class RunStore:
         self._tokens = store.db("tokens")
         # Small keys read on every step: who holds each run's lease, which runs are cancelled.
         self._flags = store.db("flags")
+        # After `claim` found nothing: when a passed-over run next becomes claimable unprompted.
+        self.next_due: float | None = None
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -241,6 +225,7 @@ class RunStore:
             facts = [("run:submitted", {"name": name}), *(seed_events or [])]
             for seq, (kind, payload) in enumerate(facts, start=1):
                 self._put_event(txn, new_id, seq, kind, payload, now)
+            txn.wake()  # a run is queued
             return record, True
 
         return self.store.write(write)
@@ -258,6 +243,7 @@ class RunStore:
 
         def write(txn: Txn) -> RunRecord | None:
             now = time.time()
+            self.next_due = None
             for key, _ in txn.scan(self._queue):
                 raw = txn.get(key, db=self._runs)
                 if raw is None:
@@ -268,8 +254,10 @@ class RunStore:
                 if run.status in TERMINAL:
                     continue
                 if run.status == PARKED and not (run.wake_at is not None and run.wake_at <= now):
+                    self._due(run.wake_at)
                     continue
                 if run.status == RUNNING and lease_is_live(run.lease, now):
+                    self._due((run.lease or {}).get("expires"))
                     continue
                 run.attempt += 1
                 run.status = RUNNING
@@ -288,6 +276,12 @@ class RunStore:
             return None
 
         return self.store.write(write)
+
+    def _due(self, at: float | None) -> None:
+        """Note the earliest time a run passed over by `claim` becomes claimable by itself (a
+        timer, an expiring lease): nothing notifies then, so a waiting worker looks again."""
+        if at is not None and (self.next_due is None or at < self.next_due):
+            self.next_due = at
 
     def heartbeat(self, run_id: str, lease: Lease, ttl: float) -> None:
         def write(txn: Txn) -> None:
@@ -311,6 +305,7 @@ class RunStore:
             txn.delete(_lease_key(run_id), db=self._flags)
             run.status, run.lease, run.updated_at = QUEUED, None, time.time()
             txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.wake()  # claimable again
             return run
 
         return self.store.write(write)
@@ -343,6 +338,7 @@ class RunStore:
             run.updated_at = time.time()
             txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
             txn.put(_cancel_key(run_id), b"1", db=self._flags)
+            txn.wake()  # a cancel is requested
             return run
 
         return self.store.write(write)
@@ -362,6 +358,7 @@ class RunStore:
             txn.put(_cancel_key(run_id), b"1", db=self._flags)
             txn.delete(_lease_key(run_id), db=self._flags)
             txn.delete(run_id.encode(), db=self._queue)
+            txn.wake()  # a parent may wait on it
             return run
 
         return self.store.write(write)
@@ -434,6 +431,7 @@ class RunStore:
                 run.error = error
                 txn.delete(run_id.encode(), db=self._queue)
             txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.wake()  # parked or finished: a parent or a waiter may look again
             return event
 
         return self.store.write(write)
@@ -466,6 +464,7 @@ class RunStore:
             txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
             txn.put(run_id.encode(), _dump({"input": input}), db=self._queue)
             self.append_in(txn, run_id, "run:resumed", {})
+            txn.wake()  # a run is queued
 
         self.store.write(write)
 
@@ -481,6 +480,7 @@ class RunStore:
             if run.status == PARKED:
                 run.wake_at = time.time()
                 txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+                txn.wake()  # answered: claimable again
             return event
 
         return self.store.write(write)

@@ -31,6 +31,7 @@ from pyrula.errors import (
     WorkflowNotRegistered,
 )
 from pyrula.journal.store import Store, open_store
+from pyrula.journal.wakeups import WAKE_FALLBACK_SECONDS
 from pyrula.runtime.attempt import Attempt, HandedOff, Park
 from pyrula.runtime.calls import running
 from pyrula.runtime.context import AgentContext, WorkflowContext
@@ -128,16 +129,20 @@ class Worker:
         """Work until stopped; returns how many attempts this worker executed."""
         executed = 0
         running: set[asyncio.Task[None]] = set()
+        wake = self.store.wakeups()  # LISTEN/NOTIFY on PostgreSQL; None (poll) on LMDB
+        if wake is not None:
+            await wake.start()
         try:
             while not self._stopping and (max_runs is None or executed < max_runs):
                 run = None
+                seen = wake.count if wake is not None else 0
                 if len(running) < self.concurrency:
                     names = set(self.claimable())
                     run = self.journal.claim(self.worker_id, self.lease_seconds, names)
                 if run is None:
                     if until_idle and not running and not self._pending():
                         break
-                    _, running = await _settle(running, self.poll_seconds)
+                    _, running = await _settle(running, self._idle_seconds(wake), wake, seen)
                     continue
                 executed += 1
                 running.add(asyncio.ensure_future(self.execute(run)))
@@ -183,6 +188,15 @@ class Worker:
         for run_id, body in list(self._bodies.items()):
             if body.cancel():
                 self._released.add(run_id)
+
+    def _idle_seconds(self, wake: Any) -> float:
+        """How long to wait for work: the poll interval, or with wake-ups the long fallback,
+        cut short when a passed-over run becomes claimable by itself (a timer, a lease)."""
+        if wake is None:
+            return self.poll_seconds
+        due = self.journal.next_due
+        until = due - time.time() if due is not None else WAKE_FALLBACK_SECONDS
+        return max(self.poll_seconds, min(WAKE_FALLBACK_SECONDS, until))
 
     def _pending(self) -> bool:
         """Runs that another worker holds or that will wake soon still count as work; runs of
@@ -410,9 +424,18 @@ def _log_run(
 
 
 async def _settle(
-    running: set[asyncio.Task[None]], timeout: float | None
+    running: set[asyncio.Task[None]], timeout: float | None, wake: Any = None, seen: int = 0
 ) -> tuple[set[asyncio.Task[None]], set[asyncio.Task[None]]]:
-    """Wait a little for running attempts; surface any crash of the worker's own machinery."""
+    """Wait a little for running attempts (or a wake-up); surface any crash of the worker's own
+    machinery."""
+    if wake is not None and timeout is not None:
+        woken: asyncio.Task[None] = asyncio.ensure_future(wake.wait(seen, timeout))
+        done, _ = await asyncio.wait({*running, woken}, return_when=asyncio.FIRST_COMPLETED)
+        woken.cancel()
+        done.discard(woken)
+        for task in done:
+            task.result()
+        return done, running - done
     if not running:
         await asyncio.sleep(timeout or 0)
         return set(), set()
