@@ -19,7 +19,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from pyrula.errors import (
@@ -213,9 +213,11 @@ class PostgresStore(Store):
             done = False
             try:
                 with self.pool.connection() as conn:
-                    with conn.transaction():
+                    # Pipelined: BEGIN, the lock and the first read go in one round trip, the
+                    # last write and COMMIT in another.
+                    with conn.pipeline() as pipeline, conn.transaction():
                         conn.execute(_BEGIN_WRITE, (token,))
-                        result = fn(PgTxn(conn))
+                        result = fn(PgTxn(conn, pipeline))
                         done = True
                     self._sweep_tokens(conn)
                     return result
@@ -256,38 +258,27 @@ class PostgresStore(Store):
 
     @contextmanager
     def read(self) -> Iterator[PgTxn]:  # type: ignore[override]
-        """A read-only snapshot (REPEATABLE READ); a lost connection is retried before the
-        first read."""
-        conn = self._begin_read()
-        try:
-            yield PgTxn(conn)
-        except BaseException:
-            with suppress(psycopg.Error):
-                conn.execute("ROLLBACK")
-            raise
-        else:
-            conn.execute("COMMIT")
-        finally:
-            self.pool.putconn(conn)
+        """Reads, each statement on its own (autocommit: one round trip, no BEGIN/COMMIT).
 
-    def _begin_read(self) -> Any:
-        deadline = time.monotonic() + retry_seconds()
-        delay = 0.05
-        while True:
-            conn = None
-            try:
-                conn = self.pool.getconn()
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                return conn
-            except psycopg.OperationalError as exc:
-                if conn is not None:
-                    self.pool.putconn(conn)
-                if time.monotonic() + delay > deadline:
-                    raise StoreUnavailable(
-                        f"{self.location} stayed unreachable ({exc}); start the server and retry"
-                    ) from exc
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        What the layers above read together is either one statement (a record, a scan) or
+        immutable once written (request parts, frame pages), so no wider snapshot is needed. A
+        statement that meets a lost connection is retried on a fresh one."""
+        txn = PgTxn(self.pool.getconn(), None, store=self)
+        try:
+            yield txn
+        finally:
+            self.pool.putconn(txn.conn)
+
+    def reconnect(self, conn: Any, exc: BaseException, deadline: float, delay: float) -> Any:
+        """Give back a connection that failed a read and take another, after `delay`; raise
+        `StoreUnavailable` past the deadline."""
+        self.pool.putconn(conn)
+        if time.monotonic() + delay > deadline:
+            raise StoreUnavailable(
+                f"{self.location} stayed unreachable ({exc}); start the server and retry"
+            ) from exc
+        time.sleep(delay)
+        return self.pool.getconn()
 
     def iter_prefix(self, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """As on LMDB, but read whole before yielding: a caller that reads or writes while it
@@ -306,7 +297,7 @@ class PostgresStore(Store):
         with self.read() as txn:
             for name in DATABASES:
                 counts[name] = txn.count(name)
-            size = txn.conn.execute("SELECT pg_database_size(current_database())").fetchone()
+            size = txn._query("SELECT pg_database_size(current_database())", ()).fetchone()
         return {
             "path": self.location,
             "backend": "postgresql",
@@ -324,14 +315,32 @@ _BEGIN_WRITE = (
 
 
 class PgTxn:
-    """One transaction on a PostgreSQL store, behind the store's `Txn` interface."""
+    """One transaction on a PostgreSQL store, behind the store's `Txn` interface: a pipelined
+    write transaction, or (with `store`) autocommit reads retried on a lost connection."""
 
-    __slots__ = ("conn", "cur", "woken")
+    __slots__ = ("conn", "cur", "pipeline", "store", "woken")
 
-    def __init__(self, conn: Any) -> None:
+    def __init__(self, conn: Any, pipeline: Any, *, store: PostgresStore | None = None) -> None:
         self.conn = conn
         self.cur = conn.cursor(binary=True)
+        self.pipeline = pipeline
+        self.store = store
         self.woken = False
+
+    def _query(self, sql: str, params: tuple[bytes, ...]) -> Any:
+        """Execute one statement; in a read, retry it on a fresh connection if this one is
+        lost (an autocommit read is safe to repeat)."""
+        if self.store is None:
+            return self.cur.execute(sql, params)
+        deadline = time.monotonic() + retry_seconds()
+        delay = 0.05
+        while True:
+            try:
+                return self.cur.execute(sql, params)
+            except psycopg.OperationalError as exc:
+                self.conn = self.store.reconnect(self.conn, exc, deadline, delay)
+                self.cur = self.conn.cursor(binary=True)
+                delay = min(delay * 2, 2.0)
 
     def wake(self) -> None:
         if not self.woken:
@@ -339,16 +348,26 @@ class PgTxn:
             self.cur.execute(f"NOTIFY {CHANNEL}")
 
     def get(self, key: bytes, default: None = None, *, db: str) -> bytes | None:
-        row = self.cur.execute(_SQL[db]["get"], (key,)).fetchone()
+        row = self._query(_SQL[db]["get"], (key,)).fetchone()
         return row[0] if row is not None else default
 
     def put(self, key: bytes, value: bytes, *, db: str, overwrite: bool = True) -> bool:
-        self.cur.execute(_SQL[db]["put" if overwrite else "add"], (key, value))
-        return bool(self.cur.rowcount)
+        """Write `value` under `key`; True if written. An overwriting put is left in the
+        pipeline (it always writes); `overwrite=False` waits to learn whether the key was new."""
+        if overwrite:
+            self.cur.execute(_SQL[db]["put"], (key, value))
+            return True
+        self.cur.execute(_SQL[db]["add"], (key, value))
+        return self._rowcount() > 0
 
     def delete(self, key: bytes, *, db: str) -> bool:
         self.cur.execute(_SQL[db]["delete"], (key,))
-        return bool(self.cur.rowcount)
+        return self._rowcount() > 0
+
+    def _rowcount(self) -> int:
+        if self.pipeline is not None:
+            self.pipeline.sync()
+        return int(self.cur.rowcount)
 
     def scan(
         self, db: str, prefix: bytes = b"", *, start: bytes | None = None
@@ -356,21 +375,21 @@ class PgTxn:
         low = max(prefix, start or b"")
         end = prefix_end(prefix)
         if end:
-            rows = self.cur.execute(_SQL[db]["range"], (low, end)).fetchall()
+            rows = self._query(_SQL[db]["range"], (low, end)).fetchall()
         else:
-            rows = self.cur.execute(_SQL[db]["from"], (low,)).fetchall()
+            rows = self._query(_SQL[db]["from"], (low,)).fetchall()
         yield from rows
 
     def last(self, db: str, prefix: bytes) -> tuple[bytes, bytes] | None:
         end = prefix_end(prefix)
         if end:
-            row = self.cur.execute(_SQL[db]["last_below"], (prefix, end)).fetchone()
+            row = self._query(_SQL[db]["last_below"], (prefix, end)).fetchone()
         else:
-            row = self.cur.execute(_SQL[db]["last"], (prefix,)).fetchone()
+            row = self._query(_SQL[db]["last"], (prefix,)).fetchone()
         return (row[0], row[1]) if row is not None else None
 
     def count(self, db: str) -> int:
-        row = self.cur.execute(f"SELECT count(*) FROM {table(db)}").fetchone()
+        row = self._query(f"SELECT count(*) FROM {table(db)}", ()).fetchone()
         return int(row[0]) if row else 0
 
 
