@@ -7,7 +7,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
@@ -194,7 +194,7 @@ class LmdbStore(Store):
     def closed(self) -> bool:
         return self._shared.refs == 0
 
-    def write(self, fn: Callable[[Any], T]) -> T:
+    def write(self, fn: Callable[[Any], T], *, scope: Sequence[str] | None = None) -> T:
         """Run `fn` in one write transaction and commit it; grow the map and retry when full.
 
         `fn` may run more than once (after a map resize), so it must only touch the transaction.
@@ -339,6 +339,14 @@ class LmdbTxn:
             if not bytes(key).startswith(prefix):
                 break
             yield bytes(key), bytes(value)
+
+    def get_many(self, keys: list[bytes], *, db: Any) -> dict[bytes, bytes]:
+        found = {}
+        for key in keys:
+            value = self.txn.get(key, db=db)
+            if value is not None:
+                found[key] = bytes(value)
+        return found
 
     def wake(self) -> None:
         """Nothing: LMDB's waiters poll (a local file is cheap to look at)."""

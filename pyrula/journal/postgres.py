@@ -18,7 +18,7 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
@@ -52,6 +52,7 @@ T = TypeVar("T")
 STORE_FORMAT = 1
 # One lock for the whole store (its schema): writers serialise on it as on LMDB's write lock.
 _WRITE_LOCK = "pg_advisory_xact_lock(hashtext('pyrula:' || current_schema()))"
+_SHARED_LOCK = "pg_advisory_xact_lock_shared(hashtext('pyrula:' || current_schema()))"
 _TOKEN_TTL = "1 hour"
 
 
@@ -199,7 +200,7 @@ class PostgresStore(Store):
                 found = self._wakeups[loop] = Wakeups(self.url)
         return found
 
-    def write(self, fn: Callable[[Txn], T]) -> T:
+    def write(self, fn: Callable[[Txn], T], *, scope: Sequence[str] | None = None) -> T:
         """Run `fn` in one serialised transaction and commit it; retry a lost connection.
 
         `fn` may run more than once (after a lost connection), so it must only touch the
@@ -216,7 +217,8 @@ class PostgresStore(Store):
                     # Pipelined: BEGIN, the lock and the first read go in one round trip, the
                     # last write and COMMIT in another.
                     with conn.pipeline() as pipeline, conn.transaction():
-                        conn.execute(_BEGIN_WRITE, (token,))
+                        names = sorted(set(scope)) if scope is not None else None
+                        conn.execute(_begin_write(names), (token, *(names or ())))
                         result = fn(PgTxn(conn, pipeline))
                         done = True
                     self._sweep_tokens(conn)
@@ -309,9 +311,18 @@ class PostgresStore(Store):
         }
 
 
-_BEGIN_WRITE = (
-    f"WITH token AS (INSERT INTO pyrula_commits (token) VALUES (%b)) SELECT {_WRITE_LOCK}"
-)
+def _begin_write(scope: list[str] | None) -> str:
+    """The first statement of a write: its commit token, then its locks, in one round trip.
+
+    Unscoped: the store's lock, exclusive. Scoped: that lock shared, then one exclusive lock
+    per name, in sorted order (so two writers never wait on each other in a cycle)."""
+    token = "WITH token AS (INSERT INTO pyrula_commits (token) VALUES (%b)) "
+    if scope is None:
+        return f"{token}SELECT {_WRITE_LOCK}"
+    each = (
+        "pg_advisory_xact_lock(hashtextextended('pyrula:' || current_schema() || ':' || %s, 0))"
+    )
+    return f"{token}SELECT {_SHARED_LOCK}, " + ", ".join(each for _ in scope)
 
 
 class PgTxn:
@@ -327,7 +338,7 @@ class PgTxn:
         self.store = store
         self.woken = False
 
-    def _query(self, sql: str, params: tuple[bytes, ...]) -> Any:
+    def _query(self, sql: str, params: tuple[Any, ...]) -> Any:
         """Execute one statement; in a read, retry it on a fresh connection if this one is
         lost (an autocommit read is safe to repeat)."""
         if self.store is None:
@@ -350,6 +361,12 @@ class PgTxn:
     def get(self, key: bytes, default: None = None, *, db: str) -> bytes | None:
         row = self._query(_SQL[db]["get"], (key,)).fetchone()
         return row[0] if row is not None else default
+
+    def get_many(self, keys: list[bytes], *, db: str) -> dict[bytes, bytes]:
+        if not keys:
+            return {}
+        rows = self._query(_SQL[db]["get_many"], (keys,)).fetchall()
+        return {bytes(key): bytes(value) for key, value in rows}
 
     def put(self, key: bytes, value: bytes, *, db: str, overwrite: bool = True) -> bool:
         """Write `value` under `key`; True if written. An overwriting put is left in the
@@ -397,6 +414,7 @@ def _statements(name: str) -> dict[str, str]:
     t = table(name)
     return {
         "get": f"SELECT v FROM {t} WHERE k = %b",
+        "get_many": f"SELECT k, v FROM {t} WHERE k = ANY(%b)",
         "put": f"INSERT INTO {t} (k, v) VALUES (%b, %b) "
         "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
         "add": f"INSERT INTO {t} (k, v) VALUES (%b, %b) ON CONFLICT (k) DO NOTHING",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -43,6 +43,10 @@ class Txn(Protocol):
     Writes are only allowed inside `Store.write`; every key and value is bytes."""
 
     def get(self, key: bytes, default: None = None, *, db: Any) -> bytes | None: ...
+
+    def get_many(self, keys: list[bytes], *, db: Any) -> dict[bytes, bytes]:
+        """The values of those `keys` that exist (one round trip on PostgreSQL)."""
+        ...
 
     def put(self, key: bytes, value: bytes, *, db: Any, overwrite: bool = True) -> bool: ...
 
@@ -125,10 +129,14 @@ class Store:
         """The handle of a named table, for `Txn` methods."""
         raise NotImplementedError
 
-    def write(self, fn: Callable[[Txn], T]) -> T:
+    def write(self, fn: Callable[[Txn], T], *, scope: Sequence[str] | None = None) -> T:
         """Run `fn` in one serialised write transaction and commit it.
 
-        `fn` may run more than once (a retry), so it must only touch the transaction."""
+        `fn` may run more than once (a retry), so it must only touch the transaction. With no
+        `scope` the write excludes every other; with a `scope` (the names of what it touches,
+        say one run's id) it excludes only writes of an overlapping scope and unscoped ones.
+        LMDB serialises every writer whatever the scope; PostgreSQL lets scoped writes of
+        different runs commit side by side (their commits grouped)."""
         raise NotImplementedError
 
     def read(self) -> AbstractContextManager[Txn]:

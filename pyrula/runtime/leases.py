@@ -30,3 +30,12 @@ def lease_is_live(lease: dict[str, Any] | None, now: float) -> bool:
     if not lease or lease.get("expires", 0) <= now:
         return False
     return not (lease.get("host") == HOST and not _alive(int(lease.get("pid", 0))))
+
+
+def lease_key(run_id: str) -> bytes:
+    """Where a run's lease holder is kept (the `flags` table), read on every fenced write."""
+    return b"lease:" + run_id.encode()
+
+
+def lease_value(worker: str, attempt: int) -> bytes:
+    return f"{worker}\x00{attempt}".encode()

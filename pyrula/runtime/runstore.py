@@ -26,7 +26,7 @@ from pyrula.errors import (
 )
 from pyrula.fingerprints import canonical_json
 from pyrula.journal.store import Store, Txn
-from pyrula.runtime.leases import HOST, lease_is_live
+from pyrula.runtime.leases import HOST, lease_is_live, lease_key, lease_value
 
 _SEQ = struct.Struct(">Q")
 
@@ -108,14 +108,6 @@ def _not_json(value: Any) -> Any:
 
 def input_digest(value: Any) -> str:
     return hashlib.sha256(canonical_json(json.loads(_dump(value)))).hexdigest()
-
-
-def _lease_key(run_id: str) -> bytes:
-    return b"lease:" + run_id.encode()
-
-
-def _lease_value(worker: str, attempt: int) -> bytes:
-    return f"{worker}\x00{attempt}".encode()
 
 
 def _cancel_key(run_id: str) -> bytes:
@@ -228,7 +220,7 @@ class RunStore:
             txn.wake()  # a run is queued
             return record, True
 
-        return self.store.write(write)
+        return self.store.write(write, scope=(new_id, f"token:{idempotency_key}"))
 
     def queued_input(self, run_id: str) -> Any:
         """The run's input, kept with its queue entry even when capture drops it from the run."""
@@ -239,43 +231,67 @@ class RunStore:
     # -- leases ---------------------------------------------------------------------------------
 
     def claim(self, worker: str, ttl: float, names: set[str] | None = None) -> RunRecord | None:
-        """Take the first runnable run under a fresh lease, or None."""
+        """Take the first runnable run under a fresh lease, or None.
 
+        The queue is read without a lock; each candidate is then taken in a write scoped to
+        its run, which checks it again: two workers racing for one run serialise on it, the
+        loser moves on, and claims of different runs never wait on each other."""
+        now = time.time()
+        self.next_due = None
+        with self.store.read() as txn:
+            queued = [key for key, _ in txn.scan(self._queue)]
+        for index in range(0, len(queued), 64):  # 64 queued runs' records per read
+            with self.store.read() as txn:
+                records = txn.get_many(queued[index : index + 64], db=self._runs)
+            for key in queued[index : index + 64]:
+                raw = records.get(key)
+                if raw is None or not self._claimable(json.loads(raw), names, now):
+                    continue
+                taken = self._take(key.decode(), worker, ttl, names)
+                if taken is not None:
+                    return taken
+        return None
+
+    def _claimable(self, run: dict[str, Any], names: set[str] | None, now: float) -> bool:
+        status, wake_at = run["status"], run.get("wake_at")
+        if (names is not None and run["name"] not in names) or status in TERMINAL:
+            return False
+        if status == PARKED and not (wake_at is not None and wake_at <= now):
+            self._due(wake_at)
+            return False
+        if status == RUNNING and lease_is_live(run.get("lease"), now):
+            self._due((run.get("lease") or {}).get("expires"))
+            return False
+        return True
+
+    def _take(
+        self, run_id: str, worker: str, ttl: float, names: set[str] | None
+    ) -> RunRecord | None:
         def write(txn: Txn) -> RunRecord | None:
             now = time.time()
-            self.next_due = None
-            for key, _ in txn.scan(self._queue):
-                raw = txn.get(key, db=self._runs)
-                if raw is None:
-                    continue
-                run = RunRecord.from_json(json.loads(bytes(raw)))
-                if names is not None and run.name not in names:
-                    continue
-                if run.status in TERMINAL:
-                    continue
-                if run.status == PARKED and not (run.wake_at is not None and run.wake_at <= now):
-                    self._due(run.wake_at)
-                    continue
-                if run.status == RUNNING and lease_is_live(run.lease, now):
-                    self._due((run.lease or {}).get("expires"))
-                    continue
-                run.attempt += 1
-                run.status = RUNNING
-                run.wake_at = None
-                run.lease = {
-                    "worker": worker,
-                    "host": HOST,
-                    "pid": os.getpid(),
-                    "expires": now + ttl,
-                    "attempt": run.attempt,
-                }
-                run.updated_at = now
-                txn.put(key, _dump(run.to_json()), db=self._runs)
-                txn.put(_lease_key(run.id), _lease_value(worker, run.attempt), db=self._flags)
-                return run
-            return None
+            raw = txn.get(run_id.encode(), db=self._runs)
+            if raw is None or txn.get(run_id.encode(), db=self._queue) is None:
+                return None
+            data = json.loads(bytes(raw))
+            if not self._claimable(data, names, now):
+                return None
+            run = RunRecord.from_json(data)
+            run.attempt += 1
+            run.status = RUNNING
+            run.wake_at = None
+            run.lease = {
+                "worker": worker,
+                "host": HOST,
+                "pid": os.getpid(),
+                "expires": now + ttl,
+                "attempt": run.attempt,
+            }
+            run.updated_at = now
+            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(lease_key(run.id), lease_value(worker, run.attempt), db=self._flags)
+            return run
 
-        return self.store.write(write)
+        return self.store.write(write, scope=(run_id,))
 
     def _due(self, at: float | None) -> None:
         """Note the earliest time a run passed over by `claim` becomes claimable by itself (a
@@ -291,7 +307,7 @@ class RunStore:
             run.lease["expires"] = time.time() + ttl
             txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
 
-        self.store.write(write)
+        self.store.write(write, scope=(run_id,))
 
     def release(self, run_id: str, lease: Lease) -> RunRecord:
         """End an attempt with no outcome (its worker is shutting down): the run is queued
@@ -302,18 +318,18 @@ class RunStore:
             self.check_lease(txn, run_id, lease)
             run = self._record(txn, run_id)
             self.append_in(txn, run_id, "run:released", {"attempt": lease.attempt})
-            txn.delete(_lease_key(run_id), db=self._flags)
+            txn.delete(lease_key(run_id), db=self._flags)
             run.status, run.lease, run.updated_at = QUEUED, None, time.time()
             txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
             txn.wake()  # claimable again
             return run
 
-        return self.store.write(write)
+        return self.store.write(write, scope=(run_id,))
 
     def check_lease(self, txn: Txn, run_id: str, lease: Lease) -> None:
         """Refuse the write unless this attempt still holds the run's lease."""
-        held = txn.get(_lease_key(run_id), db=self._flags)
-        if held is None or bytes(held) != _lease_value(lease.worker, lease.attempt):
+        held = txn.get(lease_key(run_id), db=self._flags)
+        if held is None or bytes(held) != lease_value(lease.worker, lease.attempt):
             raise RunAttemptEnded(
                 f"run {run_id} attempt {lease.attempt} no longer holds its lease; "
                 "another worker owns the run now"
@@ -341,7 +357,7 @@ class RunStore:
             txn.wake()  # a cancel is requested
             return run
 
-        return self.store.write(write)
+        return self.store.write(write, scope=(run_id,))
 
     def terminate(self, run_id: str) -> RunRecord:
         """End a run now, as cancelled, whoever runs it: removing its lease fences the attempt
@@ -356,12 +372,12 @@ class RunStore:
             run.updated_at = time.time()
             txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
             txn.put(_cancel_key(run_id), b"1", db=self._flags)
-            txn.delete(_lease_key(run_id), db=self._flags)
+            txn.delete(lease_key(run_id), db=self._flags)
             txn.delete(run_id.encode(), db=self._queue)
             txn.wake()  # a parent may wait on it
             return run
 
-        return self.store.write(write)
+        return self.store.write(write, scope=(run_id,))
 
     def cancel_requested(self, run_id: str) -> bool:
         with self.store.read() as txn:
@@ -377,11 +393,9 @@ class RunStore:
                 self.check_lease(txn, run_id, lease)
             return self.append_in(txn, run_id, kind, payload)
 
-        return self.store.write(write)
+        return self.store.write(write, scope=(run_id,))
 
-    def append_in(
-        self, txn: Txn, run_id: str, kind: str, payload: dict[str, Any]
-    ) -> Event:
+    def append_in(self, txn: Txn, run_id: str, kind: str, payload: dict[str, Any]) -> Event:
         prefix = run_id.encode() + b"\x00"
         found = txn.last(self._events, prefix)
         seq = 1
@@ -421,7 +435,7 @@ class RunStore:
             self.check_lease(txn, run_id, lease)
             run = self._record(txn, run_id)
             event = self.append_in(txn, run_id, kind, payload)
-            txn.delete(_lease_key(run_id), db=self._flags)
+            txn.delete(lease_key(run_id), db=self._flags)
             run.status = status
             run.lease = None
             run.updated_at = time.time()
@@ -434,7 +448,7 @@ class RunStore:
             txn.wake()  # parked or finished: a parent or a waiter may look again
             return event
 
-        return self.store.write(write)
+        return self.store.write(write, scope=(run_id,))
 
     def update(self, run_id: str, **changes: Any) -> RunRecord:
         """Change fields of a run outside any attempt (cancel, answer, wake)."""
@@ -450,7 +464,7 @@ class RunStore:
             txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
             return run
 
-        return self.store.write(write)
+        return self.store.write(write, scope=(run_id,))
 
     def requeue(self, run_id: str, input: Any) -> None:
         """Queue an ended run again (its journaled work replays on the next attempt)."""
@@ -466,7 +480,7 @@ class RunStore:
             self.append_in(txn, run_id, "run:resumed", {})
             txn.wake()  # a run is queued
 
-        self.store.write(write)
+        self.store.write(write, scope=(run_id,))
 
     def deliver(self, run_id: str, kind: str, payload: dict[str, Any]) -> Event:
         """Journal an outside fact for a run (an answer, a signal) and wake it if parked."""
@@ -483,4 +497,4 @@ class RunStore:
                 txn.wake()  # answered: claimable again
             return event
 
-        return self.store.write(write)
+        return self.store.write(write, scope=(run_id,))

@@ -1,0 +1,377 @@
+"""The store on PostgreSQL against LMDB (and DBOS on the same PostgreSQL, when it is installed).
+
+Every PostgreSQL figure is on one server: `--url`, else a throwaway PostgreSQL 16 from the
+`pgserver` wheel (unix socket, the server's defaults: `synchronous_commit=on`, `fsync=on`). Each
+variant gets a fresh schema (PyRula) or database (DBOS). LMDB stores are fresh temp folders with
+the default `sync=True`. Variants run interleaved round by round; medians are printed with their
+ratio to the LMDB row measured in the same rounds.
+
+1. steps/s: the 100-step workflow (each step returns its index), submission to finished run, in
+   one in-process worker: one run at a time, and 8 runs at once (`concurrency=8`). DBOS runs
+   the same workflow on the same server (`system_database_url`), when `dbos` imports.
+2. runs/s with 1, 4 and 8 worker processes (`pyrula worker --until-idle`) on one PostgreSQL:
+   `--runs` runs of a 3-step workflow submitted first, then the workers started; each run is
+   checked to have completed once (its steps' side effects counted in a log).
+3. claim-to-start latency: an idle worker, a run submitted, the time from `submit` returning to
+   its body starting. With `LISTEN/NOTIFY` (PostgreSQL) against polling (the same worker with
+   wake-ups turned off, `poll_seconds=0.1`, the default).
+4. replay of 1,000 recorded exchanges through the openai SDK (`pyrula.cassette(mode="none")`),
+   from PostgreSQL vs from LMDB.
+
+`--full` adds the issue's exactly-once check at full size: 8 worker processes, 5,000 runs.
+
+Run: python benchmarks/bench_postgres.py [--rounds 3] [--runs 400] [--url URL] [--full]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+
+import pyrula
+from pyrula.journal.store import Store
+from pyrula.runtime import RunStore, Worker, submit
+from pyrula.workflows import WorkflowContext, workflow
+
+ROOT = Path(__file__).parents[1]
+sys.path.insert(1, str(ROOT))
+sys.path.insert(1, str(ROOT / "benchmarks"))
+
+from _common import completion_json, json_response, openai_client  # noqa: E402
+
+STEPS = 100
+STARTED: dict[str, float] = {}
+
+
+def _value(i: int) -> int:
+    return i
+
+
+def _effect(log: str, n: int) -> int:
+    with open(log, "a") as out:
+        out.write(f"{n}\n")
+    return n
+
+
+@workflow(name="bench_pg.steps")
+async def steps(ctx: WorkflowContext, n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += await ctx.step(f"s{i}", _value, i)
+    return total
+
+
+@workflow(name="bench_pg.small")
+async def small(ctx: WorkflowContext, log: str, n: int) -> int:
+    await ctx.step("a", _value, 1)
+    await ctx.step("b", _value, 2)
+    return await ctx.step("effect", _effect, log, n)
+
+
+@workflow(name="bench_pg.latency")
+async def latency(ctx: WorkflowContext, key: str) -> None:
+    STARTED[key] = time.perf_counter()
+
+
+# -- servers and stores ---------------------------------------------------------------------------
+
+
+def server_url(given: str | None) -> str:
+    if given:
+        return given
+    import pgserver
+
+    found = pgserver.get_server(Path(tempfile.mkdtemp(prefix="bench-pg-")), cleanup_mode="delete")
+    return str(found.get_uri())
+
+
+def fresh_schema(base: str) -> str:
+    schema = f"b_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    joiner = "&" if "?" in base else "?"
+    return f"{base}{joiner}options=-csearch_path%3D{schema}"
+
+
+def fresh_database(base: str) -> str:
+    name = f"dbos_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    before, _, query = base.partition("?")
+    return before.rsplit("/", 1)[0] + f"/{name}" + (f"?{query}" if query else "")
+
+
+def location(kind: str, base: str) -> str:
+    return tempfile.mkdtemp(prefix="bench-lmdb-") if kind == "lmdb" else fresh_schema(base)
+
+
+# -- 1. steps/s -----------------------------------------------------------------------------------
+
+
+def pyrula_steps(where: str, runs: int) -> float:
+    store = Store(where)
+    try:
+        worker = Worker(store, poll_seconds=0.005, concurrency=max(runs, 1))
+        start = time.perf_counter()
+        handles = [submit(steps, STEPS, store=store) for _ in range(runs)]
+        asyncio.run(worker.run(until_idle=True))
+        seconds = time.perf_counter() - start
+        assert all(h.record.result == sum(range(STEPS)) for h in handles)
+    finally:
+        store.close()
+    return runs * STEPS / seconds
+
+
+_DBOS: dict[str, Any] = {}
+
+
+def dbos_steps(base: str, runs: int) -> float | None:
+    try:
+        from dbos import DBOS
+    except ImportError:
+        return None
+    if "workflow" not in _DBOS:
+
+        @DBOS.step()
+        def dbos_value(i: int) -> int:
+            return i
+
+        @DBOS.workflow()
+        def dbos_workflow(n: int) -> int:
+            return sum(dbos_value(i) for i in range(n))
+
+        _DBOS["workflow"] = dbos_workflow
+    config = {"name": "bench-pg", "system_database_url": fresh_database(base)}
+    DBOS(config=config)  # type: ignore[arg-type]
+    DBOS.launch()
+    try:
+        start = time.perf_counter()
+        handles = [DBOS.start_workflow(_DBOS["workflow"], STEPS) for _ in range(runs)]
+        assert all(h.get_result() == sum(range(STEPS)) for h in handles)
+        return runs * STEPS / (time.perf_counter() - start)
+    finally:
+        DBOS.destroy()
+
+
+# -- 2. runs/s with worker processes --------------------------------------------------------------
+
+
+def runs_per_second(base: str, workers: int, runs: int) -> float:
+    """Start `workers` worker processes, wait until each is up and idle, then submit `runs`
+    runs and time until every one has completed (process start-up is not counted)."""
+    url = fresh_schema(base)
+    folder = Path(tempfile.mkdtemp(prefix="bench-effects-"))
+    log = folder / "effects.log"
+    log.touch()
+    Store(url).close()
+    command = [sys.executable, "-m", "pyrula.cli.app", "worker", "--import", "bench_postgres"]
+    command += ["--store", url]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT / 'benchmarks'}{os.pathsep}{ROOT}"}
+    logs = [folder / f"worker{i}.log" for i in range(workers)]
+    processes = [subprocess.Popen(command, cwd=ROOT, env=env, stderr=out.open("w")) for out in logs]
+    try:
+        while not all("pyrula worker" in out.read_text() for out in logs):
+            time.sleep(0.05)
+        with Store(url) as store:
+            start = time.perf_counter()
+            for n in range(runs):
+                submit(small, str(log), n, store=store)
+            journal = RunStore(store)
+            while sum(1 for run in journal.runs() if run.status == "completed") < runs:
+                time.sleep(0.02)
+            seconds = time.perf_counter() - start
+    finally:
+        for process in processes:
+            process.send_signal(signal.SIGTERM)
+        for process in processes:
+            process.wait(60)
+    counts = Counter(log.read_text().split())
+    assert counts == Counter({str(n): 1 for n in range(runs)}), "a run ran twice or never"
+    return runs / seconds
+
+
+# -- 3. claim-to-start latency ----------------------------------------------------------------
+
+
+class _Polling(Worker):
+    """The stock worker with wake-ups turned off: it polls every `poll_seconds`."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.store = _NoWakeups(self.store)
+
+
+class _NoWakeups:
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def wakeups(self) -> None:
+        return None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+
+def claim_latency(base: str, polling: bool, samples: int = 20) -> float:
+    """Median seconds from `submit` returning to the body starting."""
+    store = Store(fresh_schema(base))
+    delays: list[float] = []
+
+    async def main() -> None:
+        kind = _Polling if polling else Worker
+        worker = kind(store, poll_seconds=0.1)
+        task = asyncio.ensure_future(worker.run())
+        await asyncio.sleep(0.5)  # idle, listening or polling
+        for i in range(samples):
+            key = f"{polling}-{i}"
+            submitted = time.perf_counter()
+            await asyncio.to_thread(submit, latency, key, store=store)
+            while key not in STARTED:
+                await asyncio.sleep(0.0005)
+            delays.append(STARTED[key] - submitted)
+            await asyncio.sleep(0.05 + (i % 7) * 0.013)  # submissions at no fixed phase
+        worker.stop()
+        worker.stop()
+        await task
+
+    try:
+        asyncio.run(main())
+    finally:
+        store.close()
+    return statistics.median(delays)
+
+
+# -- 4. replay of 1,000 exchanges -------------------------------------------------------------------
+
+
+def replay_seconds(where: str, calls: int = 1000) -> float:
+    def provider(request: httpx.Request) -> httpx.Response:
+        return json_response(completion_json(f"answer {request.content[-40:]!r}"))
+
+    client = openai_client(pyrula.HttpxTransport(httpx.MockTransport(provider)))
+    store = Store(where)
+    try:
+        with pyrula.cassette("bench", mode="all", store=store):
+            for i in range(calls):
+                client.chat.completions.create(
+                    model="gpt-4o-mini", messages=[{"role": "user", "content": f"q {i}"}]
+                )
+        offline = openai_client(pyrula.HttpxTransport(httpx.MockTransport(_refuse)))
+        start = time.perf_counter()
+        with pyrula.cassette("bench", mode="none", store=store):
+            for i in range(calls):
+                offline.chat.completions.create(
+                    model="gpt-4o-mini", messages=[{"role": "user", "content": f"q {i}"}]
+                )
+        return time.perf_counter() - start
+    finally:
+        store.close()
+
+
+def _refuse(request: httpx.Request) -> httpx.Response:
+    raise AssertionError("a replay went to the network")
+
+
+# -- main ---------------------------------------------------------------------------------------------
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=400, help="runs for the runs/s figure")
+    parser.add_argument("--url", help="a PostgreSQL server (default: a throwaway pgserver)")
+    parser.add_argument("--full", action="store_true", help="8 workers, 5,000 runs, once each")
+    parser.add_argument("--skip", default="", help="comma-separated parts to skip: 1,2,3,4")
+    opts = parser.parse_args()
+    base = server_url(opts.url)
+    skip = set(opts.skip.split(","))
+    with psycopg.connect(base) as conn:
+        version = conn.execute("SHOW server_version").fetchone()
+        sync = conn.execute("SHOW synchronous_commit").fetchone()
+    print(
+        f"PostgreSQL {version[0] if version else '?'}, synchronous_commit={sync[0] if sync else '?'}"
+    )
+    print(
+        f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores"
+    )
+
+    if "1" not in skip:
+        print("\n1. journaled steps/s of the 100-step workflow (median of rounds)")
+        rates: dict[str, list[float]] = {}
+        for round_ in range(opts.rounds):
+            order = ["lmdb", "postgresql", "dbos"]
+            for kind in order[round_ % 3 :] + order[: round_ % 3]:
+                for runs in (1, 8):
+                    if kind == "dbos":
+                        rate = dbos_steps(base, runs)
+                        if rate is None:
+                            continue
+                    else:
+                        rate = pyrula_steps(location(kind, base), runs)
+                    rates.setdefault(f"{kind}, {runs} run(s) at once", []).append(rate)
+        for runs in (1, 8):
+            lmdb = statistics.median(rates[f"lmdb, {runs} run(s) at once"])
+            for kind in ("lmdb", "postgresql", "dbos"):
+                found = rates.get(f"{kind}, {runs} run(s) at once")
+                if found:
+                    rate = statistics.median(found)
+                    print(
+                        f"   {kind:<11} {runs} at once: {rate:8.0f} steps/s  ({rate / lmdb:.2f}x LMDB)"
+                    )
+            dbos = rates.get(f"dbos, {runs} run(s) at once")
+            if dbos:
+                pg = statistics.median(rates[f"postgresql, {runs} run(s) at once"])
+                print(
+                    f"   pyrula on PostgreSQL / DBOS on PostgreSQL: {pg / statistics.median(dbos):.2f}x"
+                )
+
+    if "2" not in skip:
+        print(f"\n2. runs/s, {opts.runs} runs of a 3-step workflow, worker processes on PostgreSQL")
+        one = None
+        for workers in (1, 4, 8):
+            rate = runs_per_second(base, workers, opts.runs)
+            one = one or rate
+            print(f"   {workers} worker(s): {rate:7.1f} runs/s  ({rate / one:.2f}x one worker)")
+
+    if "3" not in skip:
+        print("\n3. claim-to-start latency, an idle worker (median of 20 submissions)")
+        notify = claim_latency(base, polling=False)
+        poll = claim_latency(base, polling=True)
+        print(f"   LISTEN/NOTIFY: {notify * 1e3:7.2f} ms")
+        print(f"   polling 0.1 s: {poll * 1e3:7.2f} ms  ({poll / notify:.1f}x)")
+
+    if "4" not in skip:
+        print("\n4. replay of 1,000 recorded exchanges through the openai SDK")
+        times: dict[str, list[float]] = {"lmdb": [], "postgresql": []}
+        for round_ in range(opts.rounds):
+            for kind in ["lmdb", "postgresql"] if round_ % 2 == 0 else ["postgresql", "lmdb"]:
+                times[kind].append(replay_seconds(location(kind, base)))
+        lmdb = statistics.median(times["lmdb"])
+        for kind, found in times.items():
+            seconds = statistics.median(found)
+            print(
+                f"   {kind:<11} {seconds:6.2f} s  ({1000 / seconds:6.0f} calls/s, {seconds / lmdb:.2f}x LMDB time)"
+            )
+
+    if opts.full:
+        print("\n5. full size: 8 worker processes, 5,000 runs, each completed exactly once")
+        rate = runs_per_second(base, 8, 5000)
+        print(f"   5,000 runs completed once each at {rate:.1f} runs/s")
+
+
+if __name__ == "__main__":
+    main()
