@@ -255,7 +255,7 @@ def claim_latency(base: str, polling: bool, samples: int = 20) -> float:
     return statistics.median(delays)
 
 
-# -- 4. replay of 1,000 exchanges -------------------------------------------------------------------
+# -- 4. replay of 1,000 exchanges ------------------------------------------------------------
 
 
 def replay_seconds(where: str, calls: int = 1000) -> float:
@@ -286,7 +286,7 @@ def _refuse(request: httpx.Request) -> httpx.Response:
     raise AssertionError("a replay went to the network")
 
 
-# -- main ---------------------------------------------------------------------------------------------
+# -- main -------------------------------------------------------------------------------------
 
 
 def main() -> None:
@@ -303,10 +303,12 @@ def main() -> None:
         version = conn.execute("SHOW server_version").fetchone()
         sync = conn.execute("SHOW synchronous_commit").fetchone()
     print(
-        f"PostgreSQL {version[0] if version else '?'}, synchronous_commit={sync[0] if sync else '?'}"
+        f"PostgreSQL {version[0] if version else '?'}, "
+        f"synchronous_commit={sync[0] if sync else '?'}"
     )
     print(
-        f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores"
+        f"python {sys.version.split()[0]}, load average {os.getloadavg()[0]:.1f}, "
+        f"{os.cpu_count()} cores"
     )
 
     if "1" not in skip:
@@ -330,13 +332,15 @@ def main() -> None:
                 if found:
                     rate = statistics.median(found)
                     print(
-                        f"   {kind:<11} {runs} at once: {rate:8.0f} steps/s  ({rate / lmdb:.2f}x LMDB)"
+                        f"   {kind:<11} {runs} at once: {rate:8.0f} steps/s  "
+                        f"({rate / lmdb:.2f}x LMDB)"
                     )
             dbos = rates.get(f"dbos, {runs} run(s) at once")
             if dbos:
                 pg = statistics.median(rates[f"postgresql, {runs} run(s) at once"])
                 print(
-                    f"   pyrula on PostgreSQL / DBOS on PostgreSQL: {pg / statistics.median(dbos):.2f}x"
+                    "   pyrula on PostgreSQL / DBOS on PostgreSQL: "
+                    f"{pg / statistics.median(dbos):.2f}x"
                 )
 
     if "2" not in skip:
@@ -364,7 +368,8 @@ def main() -> None:
         for kind, found in times.items():
             seconds = statistics.median(found)
             print(
-                f"   {kind:<11} {seconds:6.2f} s  ({1000 / seconds:6.0f} calls/s, {seconds / lmdb:.2f}x LMDB time)"
+                f"   {kind:<11} {seconds:6.2f} s  ({1000 / seconds:6.0f} calls/s, "
+                f"{seconds / lmdb:.2f}x LMDB time)"
             )
 
     if opts.full:
