@@ -24,7 +24,7 @@ from pyrula.cassette import MODES, Cassette, Mode
 from pyrula.errors import StoreNotFound
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.keys import namespace_prefix
-from pyrula.journal.store import Store, open_store
+from pyrula.journal.store import Store, is_url, open_store
 
 _STATE = pytest.StashKey["_PluginState"]()
 
@@ -34,9 +34,9 @@ class _PluginState:
         self.config = config
         self.mode = cast(Mode, config.getoption("pyrula_record_mode"))
         store = config.getoption("pyrula_store") or config.getini("pyrula_store")
-        self.store_path = Path(
-            store or os.environ.get("PYRULA_STORE") or config.rootpath / ".pyrula"
-        )
+        location = store or os.environ.get("PYRULA_STORE") or config.rootpath / ".pyrula"
+        # A folder (resolved against the working directory), or a postgresql:// URL as given.
+        self.store_path: Path | str = location if is_url(location) else Path(location)
         max_age = config.getoption("pyrula_max_age") or config.getini("pyrula_max_age_days")
         self.max_age_days = float(max_age) if max_age else None
         self.prune = bool(config.getoption("pyrula_prune_unused"))
@@ -74,7 +74,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=os.environ.get("PYRULA_RECORD_MODE", "none"),
         help="cassette mode for marked tests (default: none, replay only)",
     )
-    group.addoption("--pyrula-store", default=None, help="store folder (default ./.pyrula)")
+    group.addoption(
+        "--pyrula-store", default=None, help="store folder or postgresql:// URL (default ./.pyrula)"
+    )
     group.addoption(
         "--pyrula-max-age", default=None, help="flag recordings older than this many days"
     )

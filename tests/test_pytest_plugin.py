@@ -8,6 +8,7 @@ import pytest
 
 # Imported here so in-process pytester runs reuse them instead of importing the SDKs each time.
 import tests.fakes.provider  # noqa: F401
+from tests.fakes.postgres import fresh_url
 
 ROOT = pathlib.Path(__file__).parents[1]
 
@@ -102,3 +103,10 @@ def test_a_replay_only_run_with_a_mistyped_store_names_the_path(pytester, suite)
     result.assert_outcomes(passed=1, errors=1, failed=1)
     result.stdout.fnmatch_lines(["*no Pyrula store at *no-such-store*--pyrula-record-mode=once*"])
     assert not (pytester.path / "no-such-store").exists()
+
+
+def test_record_then_replay_offline_on_a_postgresql_store(pytester, suite):
+    suite()
+    url = fresh_url()
+    pytester.runpytest("--pyrula-record-mode=once", "--pyrula-store", url).assert_outcomes(passed=3)
+    pytester.runpytest("--pyrula-store", url).assert_outcomes(passed=3)

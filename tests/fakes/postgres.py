@@ -18,6 +18,14 @@ from typing import Any
 
 import psycopg
 
+with warnings.catch_warnings():
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (CI containers); nothing to act on.
+    warnings.simplefilter("ignore")
+    # Imported with this module, not at a test's first server: pytester's in-process runs drop
+    # modules first imported during a test, and pgserver's exit handler needs psutil.
+    import pgserver
+    import psutil  # noqa: F401
+
 _lock = threading.Lock()
 _servers: dict[str, Any] = {}
 
@@ -25,10 +33,7 @@ _servers: dict[str, Any] = {}
 def server(name: str = "shared") -> Any:
     """The `pgserver` server called `name` in this process, started on first use."""
     with _lock, warnings.catch_warnings():
-        # platformdirs warns when XDG_RUNTIME_DIR is unset (CI containers); nothing to act on.
         warnings.simplefilter("ignore")
-        import pgserver
-
         found = _servers.get(name)
         if found is None:
             folder = Path(tempfile.mkdtemp(prefix=f"pyrula-pg-{name}-"))
