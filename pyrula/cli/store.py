@@ -13,6 +13,17 @@ from pyrula.journal.copy import copy_store
 from pyrula.journal.keys import describe_key
 from pyrula.journal.store import Store, display, is_url
 
+StoreOption = Annotated[
+    str | None,
+    typer.Option(
+        "--store",
+        envvar="PYRULA_STORE",
+        show_default=False,
+        help="Store folder or postgresql:// URL.",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
+
 store_app = typer.Typer(
     help="Check, migrate, copy and count a journal store.",
     no_args_is_help=True,
@@ -38,16 +49,8 @@ def damage_text(item: Damage) -> str:
 
 @store_app.command("check")
 def check_command(
-    store: Annotated[
-        str | None,
-        typer.Option(
-            "--store",
-            envvar="PYRULA_STORE",
-            show_default=False,
-            help="Store folder or postgresql:// URL.",
-        ),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Read every exchange, frame page and request part; list what is damaged (exit code 1).
 
@@ -60,12 +63,7 @@ def check_command(
         finally:
             opened.close()
     except PyrulaError as exc:
-        message = str(exc)
-        if as_json:
-            typer.echo(json.dumps({"error": type(exc).__name__, "message": message}), err=True)
-        else:
-            typer.echo(f"error: {message}", err=True)
-        raise typer.Exit(1) from None
+        raise _fail(exc, as_json) from None
     if as_json:
         typer.echo(
             json.dumps(
@@ -96,7 +94,7 @@ def _fail(exc: PyrulaError, as_json: bool) -> typer.Exit:
 @store_app.command("migrate")
 def migrate_command(
     url: Annotated[str, typer.Argument(metavar="URL", help="A postgresql:// store.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Bring a PostgreSQL store's schema up to this Pyrula's (creating it in an empty
     database); forward only. A folder (LMDB) store needs no migration.
@@ -124,7 +122,7 @@ def copy_command(
         str, typer.Argument(metavar="SRC", help="The store to read (folder or URL).")
     ],
     target: Annotated[str, typer.Argument(metavar="DST", help="An empty or new store.")],
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    as_json: JsonOption = False,
 ) -> None:
     """Copy every exchange, request part, run, event, queue entry, lease, token and flag from
     SRC into DST (LMDB to PostgreSQL and back), byte for byte. DST must hold nothing yet.
@@ -145,16 +143,8 @@ def copy_command(
 
 @store_app.command("stats")
 def stats_command(
-    store: Annotated[
-        str | None,
-        typer.Option(
-            "--store",
-            envvar="PYRULA_STORE",
-            show_default=False,
-            help="Store folder or postgresql:// URL.",
-        ),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
 ) -> None:
     """Entries per table, the backend, its format and size, on either backend.
 
