@@ -12,7 +12,6 @@ import hmac
 import itertools
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import anyio
 import anyio.to_thread
@@ -21,7 +20,7 @@ from pyrula.fingerprints import Canonical, RequestParts
 
 from pyrula.errors import PayloadTooLarge, PyrulaError, RecordRefused, ReplayMiss, StoreError
 from pyrula.journal.recorder import Reply
-from pyrula.journal.store import display, is_url
+from pyrula.journal.store import shown
 from pyrula.transport.core import Callbacks, Live, Recording, Replay
 
 from . import answers, headers
@@ -178,7 +177,7 @@ class Handler:
                     "mode": self._config.mode,
                     "cassette": self._config.cassette,
                     "store": (
-                        _where(self._config.store) if self._config.journaled else None
+                        shown(self._config.store) if self._config.journaled else None
                     ),
                     "routes": dict(self._routes.describe()),
                     "draining": self._draining(),
@@ -497,9 +496,3 @@ class _OverCap(Exception):
 def _path(target: bytes) -> str:
     return target.split(b"?", 1)[0].decode("latin-1")[:200]
 
-
-def _where(store: Path | str) -> str:
-    """A folder store's absolute path, or a PostgreSQL URL without its password."""
-    if is_url(store):
-        return display(str(store))
-    return str(Path(store).resolve())

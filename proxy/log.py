@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
-from pyrula.journal.store import display, is_url
+from pyrula.journal.store import shown
 
 from .config import MODE_HELP, ProxyConfig
 from .routes import RouteTable
@@ -99,7 +98,7 @@ def banner(config: ProxyConfig, url: str, routes: RouteTable) -> str:
     lines = [
         f"pyrula proxy listening on {url}",
         f"  mode      {config.mode}: {MODE_HELP[config.mode]}",
-        (f"  store     {_where(config.store)}" if config.journaled else "  store     (not used)"),
+        (f"  store     {shown(config.store)}" if config.journaled else "  store     (not used)"),
     ]
     if config.journaled:
         lines.append(f"  cassette  {config.cassette} (per request: x-pyrula-cassette header)")
@@ -114,9 +113,3 @@ def banner(config: ProxyConfig, url: str, routes: RouteTable) -> str:
     )
     return "\n".join(lines)
 
-
-def _where(store: Path | str) -> str:
-    """A folder store's absolute path, or a PostgreSQL URL without its password."""
-    if is_url(store):
-        return display(str(store))
-    return str(Path(store).resolve())

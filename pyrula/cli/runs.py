@@ -20,8 +20,7 @@ from pyrula.cli._worker_log import say
 from pyrula.cli.journal import _reported
 from pyrula.journal.store import Store
 from pyrula.runtime import Event, RunRecord, RunStore, Worker, answer, cancel, fork, resume
-from pyrula.runtime.leases import lease_is_live
-from pyrula.runtime.runstore import QUEUED, RUNNING
+from pyrula.runtime.runstore import QUEUED, RUNNING, lease_is_live
 
 runs_app = typer.Typer(help="Inspect and drive durable runs.", no_args_is_help=True)
 

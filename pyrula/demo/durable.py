@@ -39,8 +39,7 @@ from pyrula.demo.stacks import http_client, stack_name
 from pyrula.demo.standin import Received, StandIn
 from pyrula.journal import open_store
 from pyrula.runtime import RunStore, Worker, cancel, submit
-from pyrula.runtime.leases import lease_is_live
-from pyrula.runtime.runstore import COMPLETED, TERMINAL
+from pyrula.runtime.runstore import COMPLETED, TERMINAL, lease_is_live
 
 AGENT_NAME = "pyrula-demo-agent"
 DEMO_KEY = "sk-demo-not-a-real-key"  # the stand-in accepts any key; nothing real is sent

@@ -265,7 +265,13 @@ class PostgresStore(Store):
         What the layers above read together is either one statement (a record, a scan) or
         immutable once written (request parts, frame pages), so no wider snapshot is needed. A
         statement that meets a lost connection is retried on a fresh one."""
-        txn = PgTxn(self.pool.getconn(), None, store=self)
+        try:
+            conn = self.pool.getconn()
+        except psycopg.OperationalError as exc:  # no connection within the pool's timeout
+            raise StoreUnavailable(
+                f"{self.location} is unreachable ({exc}); start the server and retry"
+            ) from exc
+        txn = PgTxn(conn, None, store=self)
         try:
             yield txn
         finally:

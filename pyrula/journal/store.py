@@ -83,6 +83,13 @@ def display(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
+def shown(location: Location) -> str:
+    """A store's location as messages show it: a folder's absolute path, or the URL without
+    its password."""
+    where = os.fspath(location)
+    return display(where) if is_url(where) else str(Path(where).resolve())
+
+
 def default_location() -> str:
     """`PYRULA_STORE`, else `./.pyrula`."""
     return os.environ.get("PYRULA_STORE") or DEFAULT_PATH

@@ -26,7 +26,8 @@ from pyrula.errors import (
 )
 from pyrula.fingerprints import canonical_json
 from pyrula.journal.store import Store, Txn
-from pyrula.runtime.leases import HOST, lease_is_live, lease_key, lease_value
+from pyrula.runtime.leases import HOST, lease_key, lease_value
+from pyrula.runtime.leases import lease_is_live as lease_is_live  # re-exported
 
 _SEQ = struct.Struct(">Q")
 
@@ -125,8 +126,7 @@ class RunStore:
         self._tokens = store.db("tokens")
         # Small keys read on every step: who holds each run's lease, which runs are cancelled.
         self._flags = store.db("flags")
-        # After `claim` found nothing: when a passed-over run next becomes claimable unprompted.
-        self.next_due: float | None = None
+        self.next_due: float | None = None  # see `_due`
 
     # -- reading ------------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from pyrula.errors import StoreFull
-from pyrula.journal.store import Store
+from pyrula.journal.lmdb_store import LmdbStore
 from tests.proxy.support import KEY, routes_to, running
 
 BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
@@ -19,14 +19,14 @@ BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
 def disk(monkeypatch):
     """A switch that makes every commit of a recorded exchange fail as a full disk does."""
     state = {"full": False}
-    write = Store.write
+    write = LmdbStore.write
 
-    def maybe_full(self, fn):
+    def maybe_full(self, fn, **scope):
         if state["full"] and fn.__qualname__.startswith("Exchanges.put"):
             raise StoreFull(self.path, 0, "mdb_txn_commit: No space left on device")
-        return write(self, fn)
+        return write(self, fn, **scope)
 
-    monkeypatch.setattr(Store, "write", maybe_full)
+    monkeypatch.setattr(LmdbStore, "write", maybe_full)
     return state
 
 

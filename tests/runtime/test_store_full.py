@@ -23,11 +23,11 @@ def _fill_disk_once(store, monkeypatch) -> list[str]:
     failed: list[str] = []
     write = store.write
 
-    def full_once(fn):
+    def full_once(fn, **scope):
         if not failed and fn.__qualname__.startswith("Exchanges.put"):
             failed.append(fn.__qualname__)
             raise StoreFull(store.path, 0, "mdb_txn_commit: No space left on device")
-        return write(fn)
+        return write(fn, **scope)
 
     monkeypatch.setattr(store, "write", full_once)
     return failed
