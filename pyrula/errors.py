@@ -358,3 +358,8 @@ class AtomicToolViolation(PyrulaError):
 class ToolServerUnavailable(PyrulaError):
     """The durable tool server could not run a call: its store cannot be used, or no worker took
     the run within the server's `worker_timeout`. The message says what to start or fix."""
+
+
+class UIConfigError(PyrulaError):
+    """`pyrula ui` cannot start as asked: an address off loopback without a token, a short
+    token, or the `ui` extra not installed. The message names the flag or package to use."""

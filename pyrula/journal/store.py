@@ -283,13 +283,17 @@ class Store:
             "entries": counts,
         }
 
-    def iter_prefix(self, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Every (key, value) in `db` whose key starts with `prefix`, in key order."""
+    def iter_prefix(
+        self, db: Any, prefix: bytes, *, after: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) in `db` whose key starts with `prefix`, in key order; with `after`,
+        only the keys past it (a page's cursor: where the previous page ended)."""
         if db is None:
             return
         with self.read() as txn:
             cursor = txn.cursor(db=db)
-            if not cursor.set_range(prefix):
+            start = prefix if after is None or after < prefix else after + b"\x00"
+            if not cursor.set_range(start):
                 return
             for key, value in cursor:
                 if not bytes(key).startswith(prefix):
