@@ -35,7 +35,7 @@ class TokenGate:
             await refusal(scope, receive, send)
             return
         presented = request.query_params.get("token")
-        if self.token is not None and presented is not None:
+        if self.token is not None and presented is not None and self._valid(presented):
             # Trade the token in the address for a cookie, and drop it from the address bar.
             url = request.url.remove_query_params("token")
             response = RedirectResponse(str(url), status_code=303)
@@ -43,6 +43,11 @@ class TokenGate:
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+    def _valid(self, presented: str | None) -> bool:
+        if not presented or self.token is None:
+            return False
+        return hmac.compare_digest(presented.encode(), self.token.encode())
 
     def _refusal(self, request: Request) -> Response | None:
         if request.method not in ("GET", "HEAD") and not _same_origin(request):
@@ -57,7 +62,7 @@ class TokenGate:
             request.cookies.get(COOKIE),
             request.query_params.get("token"),
         ]
-        if any(c and hmac.compare_digest(c.encode(), self.token.encode()) for c in candidates):
+        if any(self._valid(c) for c in candidates):
             return None
         return PlainTextResponse(
             "pyrula ui: this page needs its token; open the address `pyrula ui` printed "
