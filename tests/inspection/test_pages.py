@@ -68,8 +68,9 @@ def test_a_rare_match_stops_at_the_budget_with_a_cursor_to_look_further(tmp_path
     found = page(exchanges, Query(status="500"), budget=5)
     assert found.scanned == 5
     assert found.after is not None
-    rest = []
+    rest = list(found.entries)
     while found.after is not None:
         found = page(exchanges, Query(status="500"), after=found.after, budget=5)
+        assert found.scanned <= 5
         rest += found.entries
     assert [e.record.status for e in rest] == [500]
