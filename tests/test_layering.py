@@ -126,6 +126,12 @@ _ONE_WAY = [
     ("pyrula.demo", ("pyrula.cli",)),
     ("pyrula.agents.compat._registry", ("pyrula.agents.compat.bedrock",)),
     ("pyrula.agents.compat._registry", ("pyrula.agents.compat.genai",)),
+    # The web page and what it shares with the CLI sit beside the runtime, above the journal.
+    ("pyrula.inspection", ("pyrula.agents", "pyrula.cli", "pyrula.demo", "pyrula.ui")),
+    ("pyrula.ui", ("pyrula.agents", "pyrula.cli", "pyrula.demo", "pyrula.proxy")),
+    ("pyrula.runtime", ("pyrula.inspection", "pyrula.ui")),
+    ("pyrula.transport", ("pyrula.inspection", "pyrula.ui")),
+    ("pyrula.journal", ("pyrula.inspection", "pyrula.ui")),
 ]
 
 
