@@ -84,7 +84,9 @@ def _timeline_context(request: Request, record: RunRecord) -> dict[str, Any]:
         "spend": spend_of(events),
         "waiting": waiting(record, time.time()),
         "pending": pending,
-        "live": record.status not in TERMINAL,
+        # Follow the run while it can move on its own; a question waiting for a person is not
+        # refreshed under the person typing the answer.
+        "live": record.status not in TERMINAL and pending is None,
         "more": events[-1].seq if len(events) >= TIMELINE_EVENTS else None,
         "after": after,
         "error": None,

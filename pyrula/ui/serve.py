@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import secrets
+import socket
 import webbrowser
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,13 +79,27 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
+class _Server(uvicorn.Server):
+    """uvicorn's server, saying where the page is once it listens (`--listen HOST:0`: the port
+    the system chose)."""
+
+    def __init__(self, config: UIConfig, open_browser: bool) -> None:
+        self.app = create_app(config.store, token=config.token)
+        self.ui = config
+        self.open_browser = open_browser
+        super().__init__(
+            uvicorn.Config(self.app, host=config.host, port=config.port, log_level="warning")
+        )
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        port = self.servers[0].sockets[0].getsockname()[1] if self.servers else self.ui.port
+        address = self.ui.address(port)
+        print(f"pyrula ui: {address} (store {self.app.state.store_path}; Ctrl-C stops)", flush=True)
+        if self.open_browser and not os.environ.get("CI"):
+            webbrowser.open(address)
+
+
 def serve(config: UIConfig, *, open_browser: bool = False) -> None:
     """Serve the page until Ctrl-C."""
-    app = create_app(config.store, token=config.token)
-    server = uvicorn.Server(
-        uvicorn.Config(app, host=config.host, port=config.port, log_level="warning")
-    )
-    print(f"pyrula ui: {config.address()} (store {app.state.store_path}; Ctrl-C stops)")
-    if open_browser and not os.environ.get("CI"):
-        webbrowser.open(config.address())
-    server.run()
+    _Server(config, open_browser).run()
