@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -139,11 +140,20 @@ def exchange_detail(request: Request) -> Response:
             "meta": meta,
             "stream": stream,
             "events": _timed(stream.events, frame_ms) if stream is not None else [],
-            "body": body.decode("utf-8", "replace"),
+            "body": _readable(body),
             "usage": usage,
             "cost": prices.cost(usage, usage.model or meta.get("model")),
         },
     )
+
+
+def _readable(body: bytes) -> str:
+    """A reply body as text: indented when it is JSON, as recorded otherwise."""
+    text = body.decode("utf-8", "replace")
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text
 
 
 def _timed(events: list[Any], frame_ms: list[float]) -> list[tuple[Any, float | None]]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from pathlib import Path
 
 from starlette.testclient import TestClient
@@ -9,6 +10,8 @@ from starlette.testclient import TestClient
 from pyrula.journal.store import Store
 from pyrula.runtime import submit
 from pyrula.ui import create_app
+from tests.cli.support import SECRET
+from tests.fakes.openai_api import SMALL_USAGE
 
 
 def test_an_action_the_run_cannot_take_is_refused_with_the_clis_message(store: Path) -> None:
@@ -41,3 +44,17 @@ def test_recorded_text_is_shown_as_text_never_as_markup(tmp_path: Path, store: P
         page = client.get(f"/runs/{handle.id}").text
     assert "<script>alert(1)</script>" not in page
     assert "&lt;script&gt;" in page or "\\u003cscript" in page
+
+
+def test_a_plain_exchange_shows_its_conversation_and_reply_and_no_credential(
+    store: Path,
+) -> None:
+    with TestClient(create_app(store)) as client:
+        listed = client.get("/exchanges?cassette=chat&text=Ping").text
+        assert listed.count('href="/exchange/') == 1
+        key = listed.split('href="/exchange/', 1)[1].split('"', 1)[0]
+        page = html.unescape(client.get(f"/exchange/{key}").text)
+    assert "Ping?" in page  # the user's turn
+    assert '"content": "Answer to Ping?"' in page  # the reply, indented JSON
+    assert f"= {SMALL_USAGE['total_tokens']} tokens" in page  # the usage the reply reported
+    assert SECRET not in page  # the provider echoed the key back; the store never kept it
