@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from typing import Any
 
 from pyrula.fingerprints import provider_of
 from pyrula.inspection.reassemble import reassemble
@@ -91,6 +92,8 @@ def page(
         last = key
         if query.header_matches(record):
             model = _document_match(exchanges, key, record, query)
+            if model == "" and not query.reads_documents:
+                model = _model_of(exchanges.request(record))  # only for the rows shown
             if model is not None:
                 found.append(Entry(key, record))
                 models[record.id] = model
@@ -103,6 +106,12 @@ def page(
     return Page(found, last, scanned, models)
 
 
+def _model_of(document: dict[str, Any]) -> str:
+    """The model a request document names (`modelId` for Bedrock converse), or ""."""
+    meta = document.get("meta") or {}
+    return str(meta.get("model") or meta.get("modelId") or "")
+
+
 def _document_match(
     exchanges: Exchanges, key: bytes, record: ExchangeRecord, query: Query
 ) -> str | None:
@@ -111,8 +120,7 @@ def _document_match(
     if not query.reads_documents:
         return ""
     document = exchanges.request(record)
-    meta = document.get("meta") or {}
-    model = str(meta.get("model") or "")
+    model = _model_of(document)
     if query.model and query.model.lower() not in model.lower():
         return None
     if query.text:

@@ -61,6 +61,8 @@ def test_filters_by_cassette_status_model_and_text(tmp_path: Path) -> None:
     assert len(page(exchanges, Query(text="q11")).entries) == 1  # in the request
     assert len(page(exchanges, Query(text='"a10"')).entries) == 1  # in the reply
     assert page(exchanges, Query(cassette="gamma")).entries == []
+    # The model each shown row asked for, read from its request document.
+    assert set(page(exchanges).models.values()) == {"gpt-x", "claude-y"}
 
 
 def test_a_rare_match_stops_at_the_budget_with_a_cursor_to_look_further(tmp_path: Path) -> None:
