@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyrula.runtime import Event, RunRecord
-from pyrula.runtime.runstore import QUEUED, RUNNING, lease_is_live
+from pyrula.runtime.runstore import PARKED, QUEUED, RUNNING, TERMINAL, lease_is_live
 
 
 def waiting(run: RunRecord, now: float) -> str | None:
@@ -96,3 +96,19 @@ def attempts(events: list[Event], start: Spend = Spend()) -> list[Attempt]:
         spend = spend.after(event)
         groups[-1].events.append((event, spend))
     return [group for group in groups if group.events]
+
+
+def finished(run: RunRecord) -> bool:
+    """Whether the run has ended for good (completed, failed, cancelled, over budget)."""
+    return run.status in TERMINAL
+
+
+def pending_question(run: RunRecord, events: list[Event]) -> Event | None:
+    """The `interrupt` a parked run waits on an answer to, if any (among `events`)."""
+    if run.status != PARKED:
+        return None
+    asked = {e.payload.get("id"): e for e in events if e.type == "interrupt"}
+    for event in events:
+        if event.type == "interrupt:answer":
+            asked.pop(event.payload.get("id"), None)
+    return next(iter(asked.values()), None)

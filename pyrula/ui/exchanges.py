@@ -16,8 +16,8 @@ from pyrula.inspection.compare import compare
 from pyrula.inspection.pages import Page, Query, page
 from pyrula.inspection.reassemble import reassemble
 from pyrula.inspection.records import Entry, Loaded, load
+from pyrula.inspection.usage import usage_and_cost
 from pyrula.journal.exchanges import Exchanges
-from pyrula.runtime.metering import prices, usage_from_reply
 from pyrula.ui.conversation import tool_names, turns
 from pyrula.ui.templating import templates
 
@@ -126,7 +126,7 @@ def exchange_detail(request: Request) -> Response:
     stream = reassemble(record.surface, body) if record.streamed else None
     compared = exchange.request.get("compared") or {}
     meta = exchange.request.get("meta") or {}
-    usage = usage_from_reply(record.surface, body, record.streamed)
+    usage, cost = usage_and_cost(record.surface, body, record.streamed, meta)
     frame_ms = record.extra.get("frame_ms") or []
     return templates.TemplateResponse(
         request,
@@ -142,7 +142,7 @@ def exchange_detail(request: Request) -> Response:
             "events": _timed(stream.events, frame_ms) if stream is not None else [],
             "body": _readable(body),
             "usage": usage,
-            "cost": prices.cost(usage, usage.model or meta.get("model")),
+            "cost": cost,
         },
     )
 

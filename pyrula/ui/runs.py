@@ -14,9 +14,15 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Route
 
 from pyrula.errors import PyrulaError
-from pyrula.inspection.runs import answer_value, attempts, spend_of, waiting
+from pyrula.inspection.runs import (
+    answer_value,
+    attempts,
+    finished,
+    pending_question,
+    spend_of,
+    waiting,
+)
 from pyrula.runtime import RunRecord, RunStore, answer, cancel, fork, resume
-from pyrula.runtime.runstore import PARKED, TERMINAL
 from pyrula.ui.templating import templates
 
 PAGE_SIZE = 50
@@ -71,13 +77,7 @@ def _timeline_context(request: Request, record: RunRecord) -> dict[str, Any]:
     journal = _runs(request)
     after = int(request.query_params.get("after") or 0)
     events = journal.events(record.id, after=after, limit=TIMELINE_EVENTS)
-    pending = None
-    if record.status == PARKED:
-        asked = {e.payload.get("id"): e for e in events if e.type == "interrupt"}
-        for event in events:
-            if event.type == "interrupt:answer":
-                asked.pop(event.payload.get("id"), None)
-        pending = next(iter(asked.values()), None)
+    pending = pending_question(record, events)
     return {
         "run": record,
         "attempts": attempts(events),
@@ -86,7 +86,7 @@ def _timeline_context(request: Request, record: RunRecord) -> dict[str, Any]:
         "pending": pending,
         # Follow the run while it can move on its own; a question waiting for a person is not
         # refreshed under the person typing the answer.
-        "live": record.status not in TERMINAL and pending is None,
+        "live": not finished(record) and pending is None,
         "more": events[-1].seq if len(events) >= TIMELINE_EVENTS else None,
         "after": after,
         "error": None,
