@@ -162,3 +162,14 @@ def test_no_one_letter_module_aliases() -> None:
         if i.alias is not None and len(i.alias.lstrip("_")) == 1
     ]
     assert found == []
+
+
+def test_the_ui_sees_the_runtime_through_its_public_package_only() -> None:
+    found = [
+        f"{i.importer}:{i.line} imports {i.target}"
+        for i in _library_imports()
+        if _within(i.importer, "pyrula.ui")
+        and _within(i.target, "pyrula.runtime")
+        and _module_of(i.target) != "pyrula.runtime"
+    ]
+    assert found == []
