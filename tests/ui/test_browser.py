@@ -8,17 +8,35 @@ from __future__ import annotations
 
 import os
 import signal
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
 from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, submit
+from pyrula.workflows import WorkflowContext, workflow
 from tests.cli.support import STORY
-from tests.runtime.support import WorkerProcess, wait_until
+from tests.runtime.support import (
+    WorkerProcess,
+    ask,
+    async_openai,
+    chat_upstream,
+    run_to_rest,
+    wait_until,
+)
 from tests.ui.support import screenshot_dir, served
 
 APP = "tests.runtime.worker_app"
+UPSTREAM = chat_upstream()
+
+
+@workflow(name="ui_two_calls")
+async def two_calls(ctx: WorkflowContext, ticket: str) -> str:
+    client = async_openai(UPSTREAM)
+    first = await ask(client, f"summarise {ticket}")
+    await ctx.step("file", lambda: f"filed {ticket}")
+    return await ask(client, f"reply to {first}")
 
 
 def _shot(page: Page, tmp_path: Path, name: str) -> None:
@@ -130,3 +148,22 @@ def test_answer_a_parked_run_with_the_button_and_watch_it_complete(
         worker.exit_code()
         worker.kill()
     assert os.path.exists(store)
+
+
+def test_a_runs_model_calls_add_up_and_link_to_their_exchanges(
+    page: Page, tmp_path: Path, store: Path
+) -> None:
+    # Playwright's sync API holds an event loop on this thread: the run goes on another one.
+    with ThreadPoolExecutor(1) as thread:
+        handle = thread.submit(
+            run_to_rest, two_calls, "T-42", store=Store(store, create=False)
+        ).result()
+    with served(store) as url:
+        page.goto(f"{url}/runs/{handle.id}")
+        calls = page.locator("tr.ev.llm-done")
+        expect(calls).to_have_count(2)
+        expect(calls.nth(1)).to_contain_text("2 calls")  # the spend so far, accumulating
+        _shot(page, tmp_path, "run-calls")
+        calls.nth(0).locator("a:has-text('exchange')").click()
+        expect(page.locator(".conversation")).to_contain_text("summarise T-42")
+        expect(page.locator("pre.json").last).to_contain_text("answer to summarise T-42")
