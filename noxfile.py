@@ -146,7 +146,7 @@ COMPAT_LEGS = ["floors", "locked", "dedicated", "instructor-openai3"]
 def _project(leg: str) -> str:
     if leg in PLAIN:
         return "."
-    return ".[dev,gemini,mcp,pydantic-ai]" if leg == "lint" else ".[dev,gemini]"
+    return ".[dev,gemini,mcp,pydantic-ai,ui]" if leg == "lint" else ".[dev,gemini,ui]"
 
 
 def _install(session: nox.Session, leg: str) -> None:

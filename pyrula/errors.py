@@ -365,3 +365,6 @@ class StoreUnavailable(StoreError):
     """A PostgreSQL store's server could not be reached, or the connection kept dropping, for
     longer than the retry window (`PYRULA_PG_RETRY_SECONDS`). Nothing half-written was kept:
     each fact commits whole or not at all."""
+class UIConfigError(PyrulaError):
+    """`pyrula ui` cannot start as asked: an address off loopback without a token, a short
+    token, or the `ui` extra not installed. The message names the flag or package to use."""

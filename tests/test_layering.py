@@ -126,6 +126,12 @@ _ONE_WAY = [
     ("pyrula.demo", ("pyrula.cli",)),
     ("pyrula.agents.compat._registry", ("pyrula.agents.compat.bedrock",)),
     ("pyrula.agents.compat._registry", ("pyrula.agents.compat.genai",)),
+    # The web page and what it shares with the CLI sit beside the runtime, above the journal.
+    ("pyrula.inspection", ("pyrula.agents", "pyrula.cli", "pyrula.demo", "pyrula.ui")),
+    ("pyrula.ui", ("pyrula.agents", "pyrula.cli", "pyrula.demo", "pyrula.proxy")),
+    ("pyrula.runtime", ("pyrula.inspection", "pyrula.ui")),
+    ("pyrula.transport", ("pyrula.inspection", "pyrula.ui")),
+    ("pyrula.journal", ("pyrula.inspection", "pyrula.ui")),
 ]
 
 
@@ -154,5 +160,16 @@ def test_no_one_letter_module_aliases() -> None:
         for path in _files(*LIBRARY, "tests", "benchmarks")
         for i in _imports(path)
         if i.alias is not None and len(i.alias.lstrip("_")) == 1
+    ]
+    assert found == []
+
+
+def test_the_ui_sees_the_runtime_through_its_public_package_only() -> None:
+    found = [
+        f"{i.importer}:{i.line} imports {i.target}"
+        for i in _library_imports()
+        if _within(i.importer, "pyrula.ui")
+        and _within(i.target, "pyrula.runtime")
+        and _module_of(i.target) != "pyrula.runtime"
     ]
     assert found == []

@@ -15,8 +15,8 @@ from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
 import pyrula
-from pyrula.cli._records import Loaded
 from pyrula.fingerprints import canonical_json
+from pyrula.inspection.records import Loaded
 
 HAR_VERSION = "1.2"
 

@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyrula.cli._errors import BadExport
-from pyrula.cli._records import Loaded
 from pyrula.errors import RestoreRefused, StoreCorrupt
+from pyrula.inspection.records import Loaded
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges, StoredExchange
 from pyrula.journal.keys import CASSETTE_PREFIX, split_key
 from pyrula.journal.store import Store

@@ -22,9 +22,9 @@ from rich.table import Table
 from rich.text import Text
 
 from pyrula.cli._jsonl import frame_json
-from pyrula.cli._reassemble import Reassembled
-from pyrula.cli._records import Entry, Loaded
 from pyrula.fingerprints import provider_of
+from pyrula.inspection.reassemble import Reassembled
+from pyrula.inspection.records import Entry, Loaded
 from pyrula.journal.exchanges import ExchangeRecord
 
 # Piped output is not cut to 80 columns: rows stay whole for grep and friends.

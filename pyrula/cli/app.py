@@ -13,6 +13,7 @@ from pyrula.cli.mcp import mcp_app
 from pyrula.cli.proxy import proxy
 from pyrula.cli.runs import runs_app, worker
 from pyrula.cli.store import store_app
+from pyrula.cli.ui import ui
 
 app = typer.Typer(
     name="pyrula",
@@ -45,6 +46,7 @@ app.command("worker")(worker)
 app.command("demo")(demo)
 app.command("proxy")(proxy)
 app.add_typer(store_app, name="store")
+app.command("ui")(ui)
 
 
 def main() -> None:

@@ -21,8 +21,12 @@ from rich.console import Console
 
 from pyrula.cli import _har, _jsonl, _render
 from pyrula.cli._errors import BadExport, JournalCommandError
-from pyrula.cli._reassemble import reassemble
-from pyrula.cli._records import (
+from pyrula.cli.store import damage_json as _damage_json
+from pyrula.cli.store import damage_text as _damage_text
+from pyrula.errors import PyrulaError
+from pyrula.inspection.compare import compare
+from pyrula.inspection.reassemble import reassemble
+from pyrula.inspection.records import (
     Entry,
     Loaded,
     Selection,
@@ -33,10 +37,6 @@ from pyrula.cli._records import (
     select,
     select_readable,
 )
-from pyrula.cli.store import damage_json as _damage_json
-from pyrula.cli.store import damage_text as _damage_text
-from pyrula.errors import PyrulaError
-from pyrula.fingerprints import diff as diff_compared
 from pyrula.journal.check import Damage
 from pyrula.journal.exchanges import Exchanges
 
@@ -172,37 +172,11 @@ def diff(
         exchanges = Exchanges(journal_store)
         a = load(exchanges, resolve(exchanges, first))
         b = load(exchanges, resolve(exchanges, second))
-    result = _compare(a, b)
+    result = compare(a, b)
     if as_json:
         _render.emit_json(result)
         return
     _render.diff_text(_render.console(), result)
-
-
-def _side(exchange: Loaded) -> dict[str, Any]:
-    record = exchange.record
-    return {"id": record.id, "namespace": record.namespace, "surface": record.surface}
-
-
-def _compare(a: Loaded, b: Loaded) -> dict[str, Any]:
-    """The differences from `a` to `b`, in the words of the replay-miss messages."""
-    doc_a, doc_b = a.request, b.request
-    request = [
-        f"{name} changed ({doc_a.get(name)} -> {doc_b.get(name)})"
-        for name in ("surface", "method", "url")
-        if doc_a.get(name) != doc_b.get(name)
-    ]
-    return {
-        "a": _side(a),
-        "b": _side(b),
-        "request": request,
-        "same_fingerprint": a.record.fingerprint == b.record.fingerprint,
-        "compared": diff_compared(doc_a.get("compared") or {}, doc_b.get("compared") or {}),
-        "meta": diff_compared(doc_a.get("meta") or {}, doc_b.get("meta") or {}),
-        "status": [a.record.status, b.record.status],
-        "reply_bodies_equal": a.body == b.body,
-        "reply_sizes": [a.record.size, b.record.size],
-    }
 
 
 # -- export / import ---------------------------------------------------------------------------

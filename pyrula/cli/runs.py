@@ -18,9 +18,9 @@ from pyrula.cli._render import console, emit_json, local_time
 from pyrula.cli._worker_log import install as install_log
 from pyrula.cli._worker_log import say
 from pyrula.cli.journal import _reported
+from pyrula.inspection.runs import answer_value, waiting
 from pyrula.journal.store import Store
-from pyrula.runtime import Event, RunRecord, RunStore, Worker, answer, cancel, fork, resume
-from pyrula.runtime.runstore import QUEUED, RUNNING, lease_is_live
+from pyrula.runtime import Event, RunStore, Worker, answer, cancel, fork, resume
 
 runs_app = typer.Typer(help="Inspect and drive durable runs.", no_args_is_help=True)
 
@@ -44,7 +44,7 @@ def ls(store: StoreOption = None, as_json: JsonOption = False) -> None:
         runs = sorted(_journal(store).runs(), key=lambda r: r.created_at, reverse=True)
         now = time.time()
         if as_json:
-            emit_json([{**r.to_json(), "waiting": _waiting(r, now)} for r in runs])
+            emit_json([{**r.to_json(), "waiting": waiting(r, now)} for r in runs])
             return
         table = Table("run", "name", "status", "attempt", "created", "updated", "", box=None)
         for run in runs:
@@ -55,20 +55,9 @@ def ls(store: StoreOption = None, as_json: JsonOption = False) -> None:
                 str(run.attempt),
                 local_time(run.created_at),
                 local_time(run.updated_at),
-                _waiting(run, now) or "",
+                waiting(run, now) or "",
             )
         console().print(table if runs else "No runs in this store.")
-
-
-def _waiting(run: RunRecord, now: float) -> str | None:
-    """Why a run that could go on is not going on: no worker has (or had) claimed it. A worker
-    claims only runs of workflows it imported, so the note names the workflow it needs."""
-    if run.status == QUEUED:
-        never = " (never claimed)" if run.attempt == 0 else ""
-        return f"waiting for a worker that imports {run.name!r}{never}"
-    if run.status == RUNNING and not lease_is_live(run.lease, now):
-        return f"its worker is gone: waiting for a worker that imports {run.name!r}"
-    return None
 
 
 @runs_app.command("show")
@@ -85,9 +74,9 @@ def show(run_id: str, store: StoreOption = None, as_json: JsonOption = False) ->
         out.print(
             f"[bold]{record.id}[/] {record.name} — {record.status} (attempt {record.attempt})"
         )
-        waiting = _waiting(record, time.time())
-        if waiting:
-            out.print(waiting)
+        why = waiting(record, time.time())
+        if why:
+            out.print(why)
         if record.error:
             out.print(f"error: {record.error.get('type')}: {record.error.get('message', '')}")
         table = Table("seq", "event", "detail", box=None)
@@ -150,11 +139,7 @@ def answer_run(
 ) -> None:
     """Answer the question a parked run asked with ctx.interrupt()."""
     with _reported(as_json):
-        try:
-            parsed: Any = json.loads(value)
-        except ValueError:
-            parsed = value
-        event = answer(run_id, parsed, store=Store(store, create=False))
+        event = answer(run_id, answer_value(value), store=Store(store, create=False))
         _said(as_json, event.to_json(), f"answered {event.payload['id']} of {run_id}")
 
 

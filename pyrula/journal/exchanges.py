@@ -306,8 +306,11 @@ class Exchanges:
 
         return self.store.write(write)
 
-    def scan(self, prefix: bytes = b"") -> Iterator[tuple[bytes, ExchangeRecord]]:
-        for key, value in self.store.iter_prefix(self._db, prefix):
+    def scan(
+        self, prefix: bytes = b"", *, after: bytes | None = None
+    ) -> Iterator[tuple[bytes, ExchangeRecord]]:
+        """The records whose key starts with `prefix`, in key order (past `after` if given)."""
+        for key, value in self.store.iter_prefix(self._db, prefix, after=after):
             yield key, _decode(value, key)[0]
 
     def request(self, record: ExchangeRecord) -> dict[str, Any]:

@@ -177,12 +177,16 @@ class Store:
         if size > self.max_record_bytes:
             raise PayloadTooLarge(size, self.max_record_bytes, what)
 
-    def iter_prefix(self, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """Every (key, value) in `db` whose key starts with `prefix`, in key order."""
+    def iter_prefix(
+        self, db: Any, prefix: bytes, *, after: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """Every (key, value) in `db` whose key starts with `prefix`, in key order; with `after`,
+        only the keys past it (a page's cursor: where the previous page ended)."""
         if db is None:
             return
+        start = None if after is None or after < prefix else after + b"\x00"
         with self.read() as txn:
-            yield from txn.scan(db, prefix)
+            yield from txn.scan(db, prefix, start=start)
 
     def __enter__(self) -> Store:
         return self

@@ -143,11 +143,14 @@ class RunStore:
         except RunNotFound:
             return None
 
-    def runs(self) -> Iterator[RunRecord]:
-        for _key, value in self.store.iter_prefix(self._runs, b""):
+    def runs(self, *, after: str | None = None) -> Iterator[RunRecord]:
+        """Every run in id order (past the run `after` if given: a page's cursor)."""
+        start = None if after is None else after.encode()
+        for _key, value in self.store.iter_prefix(self._runs, b"", after=start):
             yield RunRecord.from_json(json.loads(value))
 
-    def events(self, run_id: str, after: int = 0) -> list[Event]:
+    def events(self, run_id: str, after: int = 0, limit: int | None = None) -> list[Event]:
+        """The run's events past seq `after`, in order (at most `limit` of them if given)."""
         prefix = run_id.encode() + b"\x00"
         start = prefix + _SEQ.pack(after + 1)
         found: list[Event] = []
@@ -155,6 +158,8 @@ class RunStore:
             for _key, value in txn.scan(self._events, prefix, start=start):
                 data = json.loads(value)
                 found.append(Event(data["seq"], data["type"], data["at"], data["payload"]))
+                if limit is not None and len(found) >= limit:
+                    break
         return found
 
     # -- submitting -----------------------------------------------------------------------------

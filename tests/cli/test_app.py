@@ -59,3 +59,11 @@ def test_worker_refuses_a_store_path_that_does_not_exist(tmp_path):
     made = _worker("--import", "app", "--store", str(missing), "--create", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     assert (missing / "data.mdb").exists()
+
+
+def test_ui_refuses_an_address_off_loopback_without_a_token():
+    result = CliRunner().invoke(
+        app, ["ui", "--listen", "0.0.0.0:8788"], env={"PYRULA_UI_TOKEN": None}
+    )
+    assert result.exit_code == 1
+    assert "--token" in result.output

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pyrula.cli._reassemble import reassemble
+from pyrula.inspection.reassemble import reassemble
 
 
 def sse(*events: tuple[str | None, Any]) -> bytes:

@@ -1,4 +1,4 @@
-"""Finding recorded exchanges for a command: open the store, select by filter, resolve an id."""
+"""Finding recorded exchanges: open the store, select by filter, resolve an id, load one."""
 
 from __future__ import annotations
 
@@ -11,8 +11,7 @@ from typing import Any
 
 import lmdb
 
-from pyrula.cli._errors import AmbiguousRecord, UnknownRecord
-from pyrula.errors import StoreCorrupt
+from pyrula.errors import AmbiguousRecord, StoreCorrupt, UnknownRecord
 from pyrula.journal.check import Damage, readable
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import CASSETTE_PREFIX, run_prefix, split_key

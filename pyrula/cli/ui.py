@@ -1,0 +1,52 @@
+"""`pyrula ui`: serve the web page over a store (needs the `ui` extra)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pyrula.cli.journal import _reported
+from pyrula.errors import UIConfigError
+
+_NEEDED = ("starlette", "uvicorn", "jinja2", "multipart")
+
+
+def ui(
+    store: Annotated[
+        Path | None,
+        typer.Option("--store", envvar="PYRULA_STORE", help="Store folder (default: ./.pyrula)."),
+    ] = None,
+    listen: Annotated[
+        str,
+        typer.Option("--listen", metavar="HOST:PORT", help="Where to listen (loopback default)."),
+    ] = "127.0.0.1:8788",
+    token: Annotated[
+        str | None,
+        typer.Option(
+            "--token",
+            envvar="PYRULA_UI_TOKEN",
+            help="Required off loopback: the page asks for it (the address printed carries it).",
+        ),
+    ] = None,
+    open_browser: Annotated[bool, typer.Option("--open", help="Open it in a browser.")] = False,
+) -> None:
+    """Look at recorded exchanges and runs in a browser: list, filter, diff, run timelines (live),
+    and the runs' actions as buttons.
+
+    Example: pyrula ui --store ./.pyrula --open
+    """
+    with _reported(False):
+        missing = [name for name in _NEEDED if importlib.util.find_spec(name) is None]
+        if missing:
+            raise UIConfigError(
+                f"pyrula ui needs the ui extra ({', '.join(missing)} not installed): "
+                "pip install 'pyrula[ui]'"
+            )
+        from pyrula.ui.serve import UIConfig, parse_listen, serve
+
+        host, port = parse_listen(listen)
+        config = UIConfig(store, host, port, token)
+        serve(config, open_browser=open_browser)

@@ -1,0 +1,54 @@
+"""The ASGI app: one store, its routes, the templates and the vendored htmx."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.responses import RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from pyrula.journal.exchanges import Exchanges
+from pyrula.journal.store import Store
+from pyrula.runtime import RunStore
+from pyrula.ui import exchanges, runs
+from pyrula.ui.access import TokenGate
+
+HERE = Path(__file__).parent
+
+
+def _home(_request: object) -> Response:
+    return RedirectResponse("/exchanges", status_code=307)
+
+
+def create_app(store: Path | str | None = None, *, token: str | None = None) -> Starlette:
+    """The page over the store at `store` (default: PYRULA_STORE or ./.pyrula), which must exist:
+    nothing is created. With `token`, every request must carry it (see `pyrula.ui.access`)."""
+    opened = Store(Path(store) if store is not None else None, create=False)
+
+    @asynccontextmanager
+    async def lifespan(_app: Starlette) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            opened.close()
+
+    app = Starlette(
+        routes=[
+            Route("/", _home),
+            *exchanges.routes,
+            *runs.routes,
+            Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
+        ],
+        middleware=[Middleware(TokenGate, token=token)],
+        lifespan=lifespan,
+    )
+    app.state.store = opened
+    app.state.store_path = opened.path
+    app.state.exchanges = Exchanges(opened)
+    app.state.runs = RunStore(opened)
+    return app
