@@ -59,3 +59,13 @@ def test_worker_refuses_a_store_path_that_does_not_exist(tmp_path):
     made = _worker("--import", "app", "--store", str(missing), "--create", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     assert (missing / "data.mdb").exists()
+
+
+def test_the_demo_refuses_a_postgresql_store_and_names_what_to_use(tmp_path):
+    result = CliRunner().invoke(
+        app, ["demo", "--store", "postgresql://me@db.internal/pyrula"], env={"COLUMNS": "200"}
+    )
+
+    assert result.exit_code == 2
+    assert "runs on a folder store only" in result.output
+    assert "docs/scaling.md" in result.output
