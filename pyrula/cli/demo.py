@@ -14,13 +14,13 @@ from rich.console import Console
 
 from pyrula.cli.journal import journal_app
 from pyrula.cli.runs import show
-from pyrula.errors import PyrulaError
-from pyrula.journal.store import default_path
+from pyrula.errors import NotYetSupported, PyrulaError
+from pyrula.journal.store import default_location, default_path, is_url
 
 
 def demo(
     store: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
             "--store",
             help="Store folder to record into (default: $PYRULA_STORE or ./.pyrula).",
@@ -42,7 +42,14 @@ def demo(
             highlight=False,
         )
         raise typer.Exit(2) from exc
-    path = store if store is not None else default_path()
+    if is_url(store or default_location()):
+        refused = NotYetSupported(
+            "pyrula demo runs on a folder store only; give --store a folder (the PostgreSQL "
+            "store works everywhere else: see docs/scaling.md)"
+        )
+        console.print(f"[red]pyrula demo:[/] {refused}", highlight=False)
+        raise typer.Exit(2) from refused
+    path = Path(store) if store is not None else default_path()
     try:
         result = run.run_demo(path)
     except PyrulaError as exc:

@@ -67,3 +67,13 @@ def test_ui_refuses_an_address_off_loopback_without_a_token():
     )
     assert result.exit_code == 1
     assert "--token" in result.output
+
+
+def test_the_demo_refuses_a_postgresql_store_and_names_what_to_use(tmp_path):
+    result = CliRunner().invoke(
+        app, ["demo", "--store", "postgresql://me@db.internal/pyrula"], env={"COLUMNS": "200"}
+    )
+
+    assert result.exit_code == 2
+    assert "runs on a folder store only" in result.output
+    assert "docs/scaling.md" in result.output

@@ -17,6 +17,7 @@ from pyrula.proxy import ConfigError
 from pyrula.cassette import Cassette
 from pyrula.journal import Exchanges, Store
 from tests.fakes.openai_api import chat_completion, chat_json
+from tests.fakes.postgres import fresh_url
 from tests.fakes.provider import ANTHROPIC_LIB, OPENAI_LIB, Upstream, journal_transport, json_reply
 from tests.fakes.server import Script, Server
 from tests.proxy.support import KEY, routes_to, running, store_bytes
@@ -389,3 +390,16 @@ def test_a_gemini_stream_with_a_key_in_the_query_replays_and_the_key_is_kept_now
     assert record.surface.startswith("gemini.") and record.streamed
     assert secret.encode() not in store_bytes(store)
     assert secret not in caplog.text
+
+
+def test_the_proxy_records_into_and_replays_from_a_postgresql_store(standin):
+    url = fresh_url()
+    routes = routes_to(standin.url)
+    with running(url, "record", routes=routes) as proxy:
+        live = openai_via(proxy).chat.completions.create(model="gpt-test", messages=ASK)
+    served = standin.count()
+    with running(url, "replay", routes=routes) as proxy:
+        replayed = openai_via(proxy).chat.completions.create(model="gpt-test", messages=ASK)
+    assert standin.count() == served
+    assert replayed.model_dump() == live.model_dump()
+    assert len(records(url)) == 1
