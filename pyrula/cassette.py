@@ -38,6 +38,7 @@ Mode = Literal["once", "none", "new_episodes", "all", "verify"]
 MODES: tuple[str, ...] = get_args(Mode)
 F = TypeVar("F", bound=Callable[..., Any])
 
+
 @dataclass
 class CassetteStats:
     replayed: int = 0
@@ -80,6 +81,7 @@ class Cassette:
         self._exchanges: Exchanges | None = None
         # What a replay miss tells the user to do; the proxy gives its own flags instead.
         self.miss_fix = _MISS_FIX
+        self.unrecorded_fix = _UNRECORDED_FIX  # the cassette held nothing when it was entered
         self.repeat_fix = "Re-record with mode='new_episodes' if the extra call is intended."
 
     # -- the session the transports ask ----------------------------------------------------------
@@ -171,14 +173,27 @@ class Cassette:
     def _verifier(
         self, record: ExchangeRecord, first_page: bytes, canonical: Canonical
     ) -> Callable[[Reply], None]:
+        slot: list[int] = []  # where this call's result sits in the report
+
         def check(reply: Reply) -> None:
+            # Called again when a stream's tail (OpenAI's `[DONE]`) arrives after its terminal
+            # frame: the call's one result is replaced by the one over the whole reply.
             recorded = self.exchanges.body(record, first_page)
             result = compare_replies(
-                canonical.surface, record.status, recorded, reply.status, b"".join(reply.frames)
+                canonical.surface,
+                record.status,
+                recorded,
+                reply.status,
+                b"".join(reply.frames),
+                streamed=record.streamed if record.streamed == reply.streamed else None,
             )
             result.record_id = record.id
             with self._lock:
-                self.verify_report.append(result)
+                if slot:
+                    self.verify_report[slot[0]] = result
+                else:
+                    slot.append(len(self.verify_report))
+                    self.verify_report.append(result)
 
         return check
 
@@ -189,13 +204,19 @@ class Cassette:
                 f"cassette {self.name!r} recorded this {where} request {occurrence} time(s); "
                 f"this is call {occurrence + 1}. {self.repeat_fix}"
             )
+        recorded = list(self.exchanges.scan(namespace_prefix(self.name)))
         candidates = (
             (record, self.exchanges.request(record).get("compared", {}))
-            for _key, record in self.exchanges.scan(namespace_prefix(self.name))
+            for _key, record in recorded
             if record.surface == canonical.surface
         )
         best = nearest(canonical.compared, candidates)
         fix = self.miss_fix
+        if not recorded:
+            return ReplayMiss(
+                f"cassette {self.name!r} is empty: this {where} request was never recorded. "
+                f"{self.unrecorded_fix}"
+            )
         if best is None:
             return ReplayMiss(f"cassette {self.name!r} has no recorded {where} request. {fix}")
         record, differences = best
@@ -300,6 +321,9 @@ _MISS_FIX = (
     "Re-record with mode='new_episodes' (pytest: --pyrula-record-mode=new_episodes) if "
     "the change is intended."
 )
+
+
+_UNRECORDED_FIX = "Record it with mode='once' (pytest: --pyrula-record-mode=once)."
 
 
 def _age(timestamp: float) -> str:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -25,6 +25,7 @@ from pyrula.errors import StoreNotFound
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.keys import namespace_prefix
 from pyrula.journal.store import Store, open_store
+from pyrula.pytest_failures import set_fixes, short_report
 
 _STATE = pytest.StashKey["_PluginState"]()
 
@@ -103,7 +104,9 @@ def _cassette_for(item: pytest.Item, state: _PluginState) -> Cassette:
     name = kwargs.get("name") or (marker.args[0] if marker and marker.args else None) or item.nodeid
     mode = kwargs.get("mode") or state.mode
     store = state.open_store(create=mode != "none")
-    return Cassette(name, mode, store=store, allow_hosts=kwargs.get("allow_hosts", ()))
+    cassette = Cassette(name, mode, store=store, allow_hosts=kwargs.get("allow_hosts", ()))
+    set_fixes(cassette, item)
+    return cassette
 
 
 @pytest.fixture
@@ -135,6 +138,21 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     item.stash[_ACTIVE] = cassette
     with cassette:
         return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if call.excinfo is not None and (
+        item.stash.get(_ACTIVE, None) is not None
+        or "pyrula_cassette" in getattr(item, "fixturenames", ())
+    ):
+        short = short_report(item, call.excinfo)
+        if short is not None:
+            report.longrepr = short
+    return report
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
