@@ -15,6 +15,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar, cast, get_args
 
@@ -27,6 +28,7 @@ from pyrula.errors import (
     VerifyMismatch,
 )
 from pyrula.fingerprints import Canonical, RequestParts, nearest
+from pyrula.journal import cassette_file
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import cassette_key, namespace_prefix
 from pyrula.journal.recorder import Reply, record_exchange
@@ -62,6 +64,7 @@ class Cassette:
         *,
         store: Store | str | os.PathLike[str] | None = None,
         allow_hosts: Iterable[str] = (),
+        path: str | os.PathLike[str] | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown cassette mode {mode!r}; use one of {', '.join(MODES)}")
@@ -70,11 +73,14 @@ class Cassette:
         self.name = name
         self.mode: Mode = mode
         self._store_arg = store
+        # A text cassette: the file is the recording, the store only its cache.
+        self.path = Path(path) if path is not None else None
         self._allow_hosts = tuple(allow_hosts)
         self._lock = threading.Lock()
         self._seen: dict[str, int] = {}
         self._token: object = None
         self._had_records = False
+        self._deleted = 0
         self.stats = CassetteStats()
         self.verify_report: list[VerifyResult] = []
         self._store: Store | None = None
@@ -99,7 +105,7 @@ class Cassette:
     def _open(self, path: str | os.PathLike[str] | None) -> Store:
         """Replay-only mode needs recordings: a missing store is a mistyped path, not a new one."""
         try:
-            return open_store(path, create=self.mode != "none")
+            return open_store(path, create=self.mode != "none" or self.path is not None)
         except StoreNotFound as exc:
             raise StoreNotFound(
                 exc.path,
@@ -230,12 +236,22 @@ class Cassette:
             diffs=differences,
         )
 
+    def prune(self, keys: Iterable[bytes]) -> int:
+        """Delete these recordings of this cassette (its file too); return how many went."""
+        removed = self.exchanges.delete(keys)
+        if removed and self.path is not None:
+            cassette_file.save(self.store, self.name, self.path)
+        return removed
+
     # -- activation ------------------------------------------------------------------------------
 
     def __enter__(self) -> Cassette:
         self._seen.clear()
         self.stats = CassetteStats()
         self.verify_report = []
+        self._deleted = 0
+        if self.path is not None:
+            cassette_file.sync(self.store, self.name, self.path)
         prefix = namespace_prefix(self.name)
         self._had_records = (
             next(self.store.iter_prefix(self.store.exchanges_db, prefix), None) is not None
@@ -254,8 +270,6 @@ class Cassette:
         pop_session(self, self._token)
         if self.mode == "none":
             netguard.unblock()
-        if isinstance(exc, RecordRefused):
-            raise exc.error from None  # out of the SDK call: the refusal as itself
         if self.mode == "all" and exc_type is None:
             # Everything was re-recorded: what this pass did not touch is stale.
             stale = [
@@ -264,7 +278,13 @@ class Cassette:
                 if key not in self.stats.used
             ]
             if stale:
-                self.exchanges.delete(stale)
+                self._deleted += self.exchanges.delete(stale)
+        if self.path is not None and (self.stats.recorded or self._deleted):
+            # Whatever the cache took in, the file holds too (even when the block failed: the
+            # cache must not hold more than its file).
+            cassette_file.save(self.store, self.name, self.path)
+        if isinstance(exc, RecordRefused):
+            raise exc.error from None  # out of the SDK call: the refusal as itself
         if self.mode == "verify":
             drifted = [r for r in self.verify_report if not r.matches]
             if drifted:
@@ -312,9 +332,12 @@ def cassette(
     *,
     store: Store | str | os.PathLike[str] | None = None,
     allow_hosts: Iterable[str] = (),
+    path: str | os.PathLike[str] | None = None,
 ) -> Cassette:
-    """Record or replay the model calls made inside a block (context manager or decorator)."""
-    return Cassette(name, mode, store=store, allow_hosts=allow_hosts)
+    """Record or replay the model calls made inside a block (context manager or decorator).
+
+    With `path` the cassette is a text file (commit it); the store is then only its cache."""
+    return Cassette(name, mode, store=store, allow_hosts=allow_hosts, path=path)
 
 
 _MISS_FIX = (

@@ -8,7 +8,8 @@
     │   │   ├── NotAStore
     │   │   ├── StoreCorrupt
     │   │   ├── StoreFormatError
-    │   │   └── RestoreRefused           an exported exchange cannot be written back
+    │   │   ├── RestoreRefused           an exported exchange cannot be written back
+    │   │   └── CassetteFileError        a text cassette file cannot be read
     │   ├── PayloadTooLarge
     │   ├── StreamFormatError
     │   ├── ProviderStreamTruncated
@@ -358,3 +359,14 @@ class AtomicToolViolation(PyrulaError):
 class ToolServerUnavailable(PyrulaError):
     """The durable tool server could not run a call: its store cannot be used, or no worker took
     the run within the server's `worker_timeout`. The message says what to start or fix."""
+
+
+class CassetteFileError(StoreError):
+    """A text cassette file cannot be read; the message names the file and what is wrong."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = path
+        super().__init__(
+            f"cassette file {path} cannot be used: {problem}; fix it (see its git history) "
+            "or delete it and record the test again with --pyrula-record-mode=once"
+        )

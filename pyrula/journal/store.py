@@ -283,6 +283,16 @@ class Store:
             "entries": counts,
         }
 
+    def get_meta(self, key: bytes) -> bytes | None:
+        """A value kept beside the records (a cassette file's digest, say), or None."""
+        with self.read() as txn:
+            value = txn.get(key, db=self.meta_db)
+            return None if value is None else bytes(value)
+
+    def put_meta(self, key: bytes, value: bytes) -> None:
+        """Keep `value` under `key` beside the records, committed before this returns."""
+        self.write(lambda txn: txn.put(key, value, db=self.meta_db))
+
     def iter_prefix(self, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """Every (key, value) in `db` whose key starts with `prefix`, in key order."""
         if db is None:
