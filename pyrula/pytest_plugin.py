@@ -50,6 +50,9 @@ class _PluginState:
         max_age = config.getoption("pyrula_max_age") or config.getini("pyrula_max_age_days")
         self.max_age_days = float(max_age) if max_age else None
         self.prune = bool(config.getoption("pyrula_prune_unused"))
+        self.vcr_markers = bool(
+            config.getoption("pyrula_vcr_markers") or config.getini("pyrula_vcr_markers")
+        )
         self.cassettes: list[Cassette] = []
         self._store: Store | None = None
 
@@ -101,6 +104,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=None,
         help="folder of text cassettes (default: cassettes/ beside each test module)",
     )
+    group.addoption(
+        "--pyrula-vcr-markers",
+        action="store_true",
+        default=False,
+        help="treat @pytest.mark.vcr tests as @pytest.mark.pyrula (after pyrula import-vcr)",
+    )
+    parser.addini(
+        "pyrula_vcr_markers", "honour @pytest.mark.vcr markers", type="bool", default=False
+    )
     parser.addini("pyrula_store", "store folder for recordings", default="")
     parser.addini(
         "pyrula_cassette_dir", "folder of text cassettes, relative to the root", default=""
@@ -135,10 +147,23 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STATE] = _PluginState(config)
 
 
+def _marker(
+    item: pytest.Item, state: _PluginState
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """The arguments of the test's `pyrula` marker; none for a `vcr` marker when
+    `--pyrula-vcr-markers` honours those (a project moving from vcrpy: vcrpy's own options do
+    not apply); None when the test has neither."""
+    found = item.get_closest_marker("pyrula")
+    if found is not None:
+        return found.args, dict(found.kwargs)
+    if state.vcr_markers and item.get_closest_marker("vcr") is not None:
+        return (), {}
+    return None
+
+
 def _cassette_for(item: pytest.Item, state: _PluginState) -> Cassette:
-    marker = item.get_closest_marker("pyrula")
-    kwargs: dict[str, Any] = dict(marker.kwargs) if marker else {}
-    given = kwargs.get("name") or (marker.args[0] if marker and marker.args else None)
+    args, kwargs = _marker(item, state) or ((), {})
+    given = kwargs.get("name") or (args[0] if args else None)
     mode = kwargs.get("mode") or state.mode
     store = state.open_store(create=mode != "none")
     path = None
@@ -172,11 +197,9 @@ _ACTIVE = pytest.StashKey[Cassette]()
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    if item.get_closest_marker("pyrula") is None or "pyrula_cassette" in getattr(
-        item, "fixturenames", ()
-    ):
-        return (yield)
     state: _PluginState = item.config.stash[_STATE]
+    if _marker(item, state) is None or "pyrula_cassette" in getattr(item, "fixturenames", ()):
+        return (yield)
     cassette = _cassette_for(item, state)
     state.cassettes.append(cassette)
     item.stash[_ACTIVE] = cassette
