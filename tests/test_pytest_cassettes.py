@@ -120,3 +120,22 @@ def test_two_branches_merge_cleanly_and_a_fresh_clone_replays_offline(pytester, 
     result.assert_outcomes(passed=5)
     assert (clone / ".pyrula" / "data.mdb").exists()  # the cache, built on first use
     assert _git(clone, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_pruning_unused_recordings_rewrites_the_tests_file(pytester, project):
+    pytester.runpytest("-k", "alpha", "--pyrula-record-mode=once").assert_outcomes(passed=1)
+    path = project / "tests" / "cassettes" / "test_chat" / "test_alpha.json"
+    suite = (project / "tests" / "test_chat.py").read_text()
+    twice = suite.replace(
+        '    assert ask_once("alpha")', '    ask_once("alpha, twice")\n    assert ask_once("alpha")'
+    )
+    (project / "tests" / "test_chat.py").write_text(twice)
+    pytester.runpytest("-k", "alpha", "--pyrula-record-mode=new_episodes").assert_outcomes(passed=1)
+    assert len(json.loads(path.read_text())["exchanges"]) == 2
+    (project / "tests" / "test_chat.py").write_text(suite)
+    result = pytester.runpytest("-k", "alpha", "--pyrula-prune-unused")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*1 recording(s) pruned*"])
+    (entry,) = json.loads(path.read_text())["exchanges"]
+    assert entry["request"]["compared"]["messages"][0]["content"] == "alpha"
+    pytester.runpytest("-k", "alpha").assert_outcomes(passed=1)
