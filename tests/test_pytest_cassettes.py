@@ -13,8 +13,6 @@ import pytest
 
 import tests.fakes.provider  # noqa: F401  (in-process pytester runs reuse the SDK imports)
 
-ROOT = pathlib.Path(__file__).parents[1]
-
 SUITE = """
 import json
 import pytest
@@ -66,10 +64,8 @@ def _git(cwd: pathlib.Path, *args: str) -> str:
 
 
 @pytest.fixture
-def project(pytester, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT))
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    monkeypatch.delenv("PYRULA_STORE", raising=False)
+def project(sample_project):
+    pytester = sample_project
     pytester.makeini("[pytest]\n")
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "test_chat.py").write_text(SUITE)

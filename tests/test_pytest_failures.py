@@ -3,13 +3,9 @@ never recorded (the record-mode flag) or recorded but changed (re-record this te
 
 from __future__ import annotations
 
-import pathlib
-
 import pytest
 
 import tests.fakes.provider  # noqa: F401  (in-process pytester runs reuse the SDK imports)
-
-ROOT = pathlib.Path(__file__).parents[1]
 
 SUITE = """
 import pytest
@@ -32,9 +28,8 @@ def test_added_later():
 
 
 @pytest.fixture
-def suite(pytester, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT))
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+def suite(sample_project):
+    pytester = sample_project
     pytester.makeini("[pytest]\npyrula_store = recordings\n")
 
     def write(question: str = "q1", extra: str = "") -> None:

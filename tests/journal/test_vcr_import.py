@@ -126,10 +126,8 @@ def test_what_cannot_be_converted_is_reported_with_its_reason(tmp_path):
     assert lines[-1] == "1 interaction(s) converted in 2 file(s); 3 not converted"
 
 
-def test_vcr_markers_are_honoured_on_request(pytester, monkeypatch):
-    root = Path(__file__).parents[2]
-    monkeypatch.syspath_prepend(str(root))
-    monkeypatch.delenv("PYRULA_STORE", raising=False)
+def test_vcr_markers_are_honoured_on_request(sample_project):
+    pytester = sample_project
     pytester.makeini("[pytest]\npyrula_vcr_markers = true\n")
     pytester.makepyfile(
         test_moved="""

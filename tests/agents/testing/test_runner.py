@@ -4,13 +4,9 @@ with the network blocked; the test asserts on the run's events, spend and tools.
 
 from __future__ import annotations
 
-import pathlib
-
 import pytest
 
 import tests.fakes.provider  # noqa: F401  (in-process pytester runs reuse the SDK imports)
-
-ROOT = pathlib.Path(__file__).parents[3]
 
 SUITE = """
 import pytest
@@ -71,10 +67,8 @@ def test_triage():
 
 
 @pytest.fixture
-def suite(pytester, monkeypatch):
-    monkeypatch.syspath_prepend(str(ROOT))
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    monkeypatch.delenv("PYRULA_STORE", raising=False)
+def suite(sample_project):
+    pytester = sample_project
     pytester.makeini("[pytest]\n")
 
     def write(tool: str = "shout") -> None:
