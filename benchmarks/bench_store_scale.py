@@ -11,6 +11,9 @@ The measured stores are then reopened as a user opens them (`Store(path)`, defau
 2. Opening a store of 1,000 exchanges (`Store(path)`) and then replaying its last exchange,
    against vcrpy loading a 1,000-interaction cassette (recorded by vcrpy in this run) and replaying
    its last interaction (vcrpy matching on the body too, as pyrula does, so the right one is found).
+   The same 1,000 exchanges as a text cassette file (`pyrula.cassette(..., path=)`): its first
+   use (a new cache: the file is parsed and the cache built) and a later open (the cache is
+   current: the file's digest is checked), with and without replaying its last exchange.
 
 Run: python benchmarks/bench_store_scale.py [--rounds 5] [--large 100000]
 """
@@ -46,7 +49,7 @@ from pyrula.fingerprints import RequestParts, canonicalize
 from rich.table import Table
 
 import pyrula
-from pyrula.journal import Exchange, Exchanges
+from pyrula.journal import Exchange, Exchanges, cassette_file
 from pyrula.journal.keys import cassette_key
 from pyrula.journal.recorder import request_document
 
@@ -276,9 +279,38 @@ def main() -> None:
             assert call(floor_client, last) == expected
         return 1
 
+    # The same exchanges as a text cassette in the repository, the store only its cache.
+    text_file = tmp / "cassettes" / "test_scale" / "test_1000.json"
+    with pyrula.Store(paths[small]) as source:
+        cassette_file.save(source, NAMESPACE, text_file)
+    console.print(f"setup: text cassette of {small:,} exchanges, "
+                  f"{text_file.stat().st_size / 1e6:.1f} MB of JSON")
+    cache = pyrula.Store(tmp / "text-cache")
+    fresh = iter(range(1_000_000))
+
+    def text_first_use() -> int:
+        store = pyrula.Store(tmp / f"first-use-{next(fresh)}")
+        with pyrula.cassette(NAMESPACE, mode="none", store=store, path=text_file):
+            pass
+        store.close()
+        return 1
+
+    def text_later() -> int:
+        with pyrula.cassette(NAMESPACE, mode="none", store=cache, path=text_file):
+            pass
+        return 1
+
+    def text_later_replay() -> int:
+        with pyrula.cassette(NAMESPACE, mode="none", store=cache, path=text_file):
+            assert call(pyrula_client, last) == expected
+        return 1
+
     open_variants = {
         "pyrula: Store(path)": pyrula_open,
         "pyrula: Store(path) + 1st replay": pyrula_open_replay,
+        "pyrula text cassette: first use (builds the cache)": text_first_use,
+        "pyrula text cassette: later (digest check)": text_later,
+        "pyrula text cassette: later + 1st replay": text_later_replay,
         "vcrpy: load cassette": vcr_load,
         "vcrpy: load + 1st replay": vcr_load_replay,
     }
@@ -293,6 +325,12 @@ def main() -> None:
     v = opened["vcrpy: load + 1st replay"].wall_median
     console.print(f"open + first replay: pyrula {fmt_time(p)}, vcrpy {fmt_time(v)} "
                   f"(vcrpy/pyrula = {v / p:.1f}x)")
+    t = opened["pyrula text cassette: later + 1st replay"].wall_median
+    f = opened["pyrula text cassette: first use (builds the cache)"].wall_median
+    console.print(f"text cassette: first use {fmt_time(f)} (vcrpy load/first use = "
+                  f"{opened['vcrpy: load cassette'].wall_median / f:.1f}x); later open + first "
+                  f"replay {fmt_time(t)} (vcrpy/pyrula = {v / t:.1f}x)")
+    cache.close()
     console.print(f"upstream calls made by replays (must be 0): {upstream_calls - recorded}")
 
 

@@ -52,7 +52,7 @@ class Sessions:
             found = self._cassettes.get(namespace)
             if found is None:
                 found = Cassette(namespace, self.mode, store=self.store)
-                found.miss_fix = PROXY_MISS_FIX
+                found.miss_fix = found.unrecorded_fix = PROXY_MISS_FIX
                 found.repeat_fix = PROXY_REPEAT_FIX
                 self._cassettes[namespace] = found
             return found

@@ -15,6 +15,7 @@ import time
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, TypeVar, cast, get_args
 
@@ -27,6 +28,7 @@ from pyrula.errors import (
     VerifyMismatch,
 )
 from pyrula.fingerprints import Canonical, RequestParts, nearest
+from pyrula.journal import cassette_file
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import cassette_key, namespace_prefix
 from pyrula.journal.recorder import Reply, record_exchange
@@ -37,6 +39,7 @@ from pyrula.verify import VerifyResult, compare_replies
 Mode = Literal["once", "none", "new_episodes", "all", "verify"]
 MODES: tuple[str, ...] = get_args(Mode)
 F = TypeVar("F", bound=Callable[..., Any])
+
 
 @dataclass
 class CassetteStats:
@@ -61,6 +64,7 @@ class Cassette:
         *,
         store: Store | str | os.PathLike[str] | None = None,
         allow_hosts: Iterable[str] = (),
+        path: str | os.PathLike[str] | None = None,
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"unknown cassette mode {mode!r}; use one of {', '.join(MODES)}")
@@ -69,17 +73,21 @@ class Cassette:
         self.name = name
         self.mode: Mode = mode
         self._store_arg = store
+        # A text cassette: the file is the recording, the store only its cache.
+        self.path = Path(path) if path is not None else None
         self._allow_hosts = tuple(allow_hosts)
         self._lock = threading.Lock()
         self._seen: dict[str, int] = {}
         self._token: object = None
         self._had_records = False
+        self._deleted = 0
         self.stats = CassetteStats()
         self.verify_report: list[VerifyResult] = []
         self._store: Store | None = None
         self._exchanges: Exchanges | None = None
         # What a replay miss tells the user to do; the proxy gives its own flags instead.
         self.miss_fix = _MISS_FIX
+        self.unrecorded_fix = _UNRECORDED_FIX  # the cassette held nothing when it was entered
         self.repeat_fix = "Re-record with mode='new_episodes' if the extra call is intended."
 
     # -- the session the transports ask ----------------------------------------------------------
@@ -97,7 +105,7 @@ class Cassette:
     def _open(self, path: str | os.PathLike[str] | None) -> Store:
         """Replay-only mode needs recordings: a missing store is a mistyped path, not a new one."""
         try:
-            return open_store(path, create=self.mode != "none")
+            return open_store(path, create=self.mode != "none" or self.path is not None)
         except StoreNotFound as exc:
             raise StoreNotFound(
                 exc.path,
@@ -171,14 +179,27 @@ class Cassette:
     def _verifier(
         self, record: ExchangeRecord, first_page: bytes, canonical: Canonical
     ) -> Callable[[Reply], None]:
+        slot: list[int] = []  # where this call's result sits in the report
+
         def check(reply: Reply) -> None:
+            # Called again when a stream's tail (OpenAI's `[DONE]`) arrives after its terminal
+            # frame: the call's one result is replaced by the one over the whole reply.
             recorded = self.exchanges.body(record, first_page)
             result = compare_replies(
-                canonical.surface, record.status, recorded, reply.status, b"".join(reply.frames)
+                canonical.surface,
+                record.status,
+                recorded,
+                reply.status,
+                b"".join(reply.frames),
+                streamed=record.streamed if record.streamed == reply.streamed else None,
             )
             result.record_id = record.id
             with self._lock:
-                self.verify_report.append(result)
+                if slot:
+                    self.verify_report[slot[0]] = result
+                else:
+                    slot.append(len(self.verify_report))
+                    self.verify_report.append(result)
 
         return check
 
@@ -189,13 +210,19 @@ class Cassette:
                 f"cassette {self.name!r} recorded this {where} request {occurrence} time(s); "
                 f"this is call {occurrence + 1}. {self.repeat_fix}"
             )
+        recorded = list(self.exchanges.scan(namespace_prefix(self.name)))
         candidates = (
             (record, self.exchanges.request(record).get("compared", {}))
-            for _key, record in self.exchanges.scan(namespace_prefix(self.name))
+            for _key, record in recorded
             if record.surface == canonical.surface
         )
         best = nearest(canonical.compared, candidates)
         fix = self.miss_fix
+        if not recorded:
+            return ReplayMiss(
+                f"cassette {self.name!r} is empty: this {where} request was never recorded. "
+                f"{self.unrecorded_fix}"
+            )
         if best is None:
             return ReplayMiss(f"cassette {self.name!r} has no recorded {where} request. {fix}")
         record, differences = best
@@ -209,12 +236,22 @@ class Cassette:
             diffs=differences,
         )
 
+    def prune(self, keys: Iterable[bytes]) -> int:
+        """Delete these recordings of this cassette (its file too); return how many went."""
+        removed = self.exchanges.delete(keys)
+        if removed and self.path is not None:
+            cassette_file.save(self.store, self.name, self.path)
+        return removed
+
     # -- activation ------------------------------------------------------------------------------
 
     def __enter__(self) -> Cassette:
         self._seen.clear()
         self.stats = CassetteStats()
         self.verify_report = []
+        self._deleted = 0
+        if self.path is not None:
+            cassette_file.sync(self.store, self.name, self.path)
         prefix = namespace_prefix(self.name)
         self._had_records = (
             next(self.store.iter_prefix(self.store.exchanges_db, prefix), None) is not None
@@ -233,8 +270,6 @@ class Cassette:
         pop_session(self, self._token)
         if self.mode == "none":
             netguard.unblock()
-        if isinstance(exc, RecordRefused):
-            raise exc.error from None  # out of the SDK call: the refusal as itself
         if self.mode == "all" and exc_type is None:
             # Everything was re-recorded: what this pass did not touch is stale.
             stale = [
@@ -243,7 +278,13 @@ class Cassette:
                 if key not in self.stats.used
             ]
             if stale:
-                self.exchanges.delete(stale)
+                self._deleted += self.exchanges.delete(stale)
+        if self.path is not None and (self.stats.recorded or self._deleted):
+            # Whatever the cache took in, the file holds too (even when the block failed: the
+            # cache must not hold more than its file).
+            cassette_file.save(self.store, self.name, self.path)
+        if isinstance(exc, RecordRefused):
+            raise exc.error from None  # out of the SDK call: the refusal as itself
         if self.mode == "verify":
             drifted = [r for r in self.verify_report if not r.matches]
             if drifted:
@@ -291,15 +332,21 @@ def cassette(
     *,
     store: Store | str | os.PathLike[str] | None = None,
     allow_hosts: Iterable[str] = (),
+    path: str | os.PathLike[str] | None = None,
 ) -> Cassette:
-    """Record or replay the model calls made inside a block (context manager or decorator)."""
-    return Cassette(name, mode, store=store, allow_hosts=allow_hosts)
+    """Record or replay the model calls made inside a block (context manager or decorator).
+
+    With `path` the cassette is a text file (commit it); the store is then only its cache."""
+    return Cassette(name, mode, store=store, allow_hosts=allow_hosts, path=path)
 
 
 _MISS_FIX = (
     "Re-record with mode='new_episodes' (pytest: --pyrula-record-mode=new_episodes) if "
     "the change is intended."
 )
+
+
+_UNRECORDED_FIX = "Record it with mode='once' (pytest: --pyrula-record-mode=once)."
 
 
 def _age(timestamp: float) -> str:

@@ -10,6 +10,7 @@
     │   │   ├── StoreFormatError
     │   │   ├── RestoreRefused           an exported exchange cannot be written back
     │   │   └── StoreUnavailable         the PostgreSQL server stayed unreachable past the retries
+    │   │   └── CassetteFileError        a text cassette file cannot be read
     │   ├── PayloadTooLarge
     │   ├── StreamFormatError
     │   ├── ProviderStreamTruncated
@@ -368,3 +369,12 @@ class StoreUnavailable(StoreError):
 class UIConfigError(PyrulaError):
     """`pyrula ui` cannot start as asked: an address off loopback without a token, a short
     token, or the `ui` extra not installed. The message names the flag or package to use."""
+class CassetteFileError(StoreError):
+    """A text cassette file cannot be read; the message names the file and what is wrong."""
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = path
+        super().__init__(
+            f"cassette file {path} cannot be used: {problem}; fix it (see its git history) "
+            "or delete it and record the test again with --pyrula-record-mode=once"
+        )

@@ -13,8 +13,9 @@ pytest-xdist share one store safely; each reports on the tests it ran.
 from __future__ import annotations
 
 import os
+import re
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,9 +23,11 @@ import pytest
 
 from pyrula.cassette import MODES, Cassette, Mode
 from pyrula.errors import StoreNotFound
+from pyrula.journal import cassette_file
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.keys import namespace_prefix
 from pyrula.journal.store import Store, is_url, open_store
+from pyrula.pytest_failures import set_fixes, short_report
 
 _STATE = pytest.StashKey["_PluginState"]()
 
@@ -33,13 +36,25 @@ class _PluginState:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.mode = cast(Mode, config.getoption("pyrula_record_mode"))
-        store = config.getoption("pyrula_store") or config.getini("pyrula_store")
-        location = store or os.environ.get("PYRULA_STORE") or config.rootpath / ".pyrula"
-        # A folder (resolved against the working directory), or a postgresql:// URL as given.
+        store = (
+            config.getoption("pyrula_store")
+            or config.getini("pyrula_store")
+            or os.environ.get("PYRULA_STORE")
+        )
+        # Without a store named, each test's recordings are a text file in the repository and
+        # the store under the root is only their cache (git-ignored). A named store is a folder
+        # (resolved against the working directory) or a postgresql:// URL as given.
+        self.text = not store
+        location = store or config.rootpath / ".pyrula"
         self.store_path: Path | str = location if is_url(location) else Path(location)
+        folder = config.getoption("pyrula_cassette_dir") or config.getini("pyrula_cassette_dir")
+        self.cassette_dir = config.rootpath / folder if folder else None
         max_age = config.getoption("pyrula_max_age") or config.getini("pyrula_max_age_days")
         self.max_age_days = float(max_age) if max_age else None
         self.prune = bool(config.getoption("pyrula_prune_unused"))
+        self.vcr_markers = bool(
+            config.getoption("pyrula_vcr_markers") or config.getini("pyrula_vcr_markers")
+        )
         self.cassettes: list[Cassette] = []
         self._store: Store | None = None
 
@@ -56,7 +71,9 @@ class _PluginState:
     def open_store(self, *, create: bool) -> Store:
         if self._store is None:
             try:
-                self._store = open_store(self.store_path, create=create)
+                self._store = open_store(self.store_path, create=create or self.text)
+                if self.text:
+                    cassette_file.ignore_cache(self.store_path)
             except StoreNotFound as exc:
                 raise StoreNotFound(
                     exc.path,
@@ -86,8 +103,43 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         default=False,
         help="delete recordings of the tests that ran which no test used",
     )
+    group.addoption(
+        "--pyrula-cassette-dir",
+        default=None,
+        help="folder of text cassettes (default: cassettes/ beside each test module)",
+    )
+    group.addoption(
+        "--pyrula-vcr-markers",
+        action="store_true",
+        default=False,
+        help="treat @pytest.mark.vcr tests as @pytest.mark.pyrula (after pyrula import-vcr)",
+    )
+    parser.addini(
+        "pyrula_vcr_markers", "honour @pytest.mark.vcr markers", type="bool", default=False
+    )
     parser.addini("pyrula_store", "store folder for recordings", default="")
+    parser.addini(
+        "pyrula_cassette_dir", "folder of text cassettes, relative to the root", default=""
+    )
     parser.addini("pyrula_max_age_days", "flag recordings older than this many days", default="")
+
+
+def cassette_path(item: pytest.Item, name: str | None, folder: Path | None) -> Path:
+    """Where a test's text cassette lives: `<folder>/<module>/<test>.json`, the folder being
+    `cassettes/` beside the test module unless given (pytest-recording's layout)."""
+    base = folder if folder is not None else item.path.parent / "cassettes"
+    test = name or item.nodeid.split("::", 1)[-1].replace("::", ".")
+    return base / item.path.stem / (_SAFE.sub("-", test) + cassette_file.SUFFIX)
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.,=\[\]-]")
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -99,13 +151,35 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[_STATE] = _PluginState(config)
 
 
+def _marker(
+    item: pytest.Item, state: _PluginState
+) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+    """The arguments of the test's `pyrula` marker; none for a `vcr` marker when
+    `--pyrula-vcr-markers` honours those (a project moving from vcrpy: vcrpy's own options do
+    not apply); None when the test has neither."""
+    found = item.get_closest_marker("pyrula")
+    if found is not None:
+        return found.args, dict(found.kwargs)
+    if state.vcr_markers and item.get_closest_marker("vcr") is not None:
+        return (), {}
+    return None
+
+
 def _cassette_for(item: pytest.Item, state: _PluginState) -> Cassette:
-    marker = item.get_closest_marker("pyrula")
-    kwargs: dict[str, Any] = dict(marker.kwargs) if marker else {}
-    name = kwargs.get("name") or (marker.args[0] if marker and marker.args else None) or item.nodeid
+    args, kwargs = _marker(item, state) or ((), {})
+    given = kwargs.get("name") or (args[0] if args else None)
     mode = kwargs.get("mode") or state.mode
     store = state.open_store(create=mode != "none")
-    return Cassette(name, mode, store=store, allow_hosts=kwargs.get("allow_hosts", ()))
+    path = None
+    name = given or item.nodeid
+    if state.text:
+        path = cassette_path(item, given, state.cassette_dir)
+        name = _relative(path, item.config.rootpath)
+    cassette = Cassette(
+        name, mode, store=store, allow_hosts=kwargs.get("allow_hosts", ()), path=path
+    )
+    set_fixes(cassette, item)
+    return cassette
 
 
 @pytest.fixture
@@ -127,16 +201,29 @@ _ACTIVE = pytest.StashKey[Cassette]()
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
-    if item.get_closest_marker("pyrula") is None or "pyrula_cassette" in getattr(
-        item, "fixturenames", ()
-    ):
-        return (yield)
     state: _PluginState = item.config.stash[_STATE]
+    if _marker(item, state) is None or "pyrula_cassette" in getattr(item, "fixturenames", ()):
+        return (yield)
     cassette = _cassette_for(item, state)
     state.cassettes.append(cassette)
     item.stash[_ACTIVE] = cassette
     with cassette:
         return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    report = yield
+    if call.excinfo is not None and (
+        item.stash.get(_ACTIVE, None) is not None
+        or "pyrula_cassette" in getattr(item, "fixturenames", ())
+    ):
+        short = short_report(item, call.excinfo)
+        if short is not None:
+            report.longrepr = short
+    return report
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -166,7 +253,9 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
             count = sum(1 for _, n in unused if n == name)
             terminalreporter.write_line(f"  {name}: {count}")
         if state.prune and exitstatus == 0:
-            exchanges.delete(key for key, _ in unused)
+            owners = {c.name: c for c in state.cassettes}
+            for name in {name for _, name in unused}:
+                owners[name].prune(key for key, n in unused if n == name)
         elif state.prune:
             # A failing test may not have reached its calls yet: pruning now could lose them.
             terminalreporter.write_line("  (not pruned: some tests failed)")

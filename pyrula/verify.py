@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyrula.replies import generic, rules_for
-from pyrula.transport.framing import SSEDecoder
+from pyrula.transport.framing import reply_documents
 
 _TYPE_NAMES = {bool: "bool", int: "number", float: "number", str: "string", type(None): "null"}
 
@@ -31,26 +31,46 @@ def _shape(value: Any, path: str, into: set[str]) -> None:
 
 
 def reply_shape(
-    body: bytes, model_fields: tuple[str, ...] = generic.RULES.model_fields
+    body: bytes,
+    model_fields: tuple[str, ...] = generic.RULES.model_fields,
+    *,
+    streamed: bool | None = None,
 ) -> tuple[set[str], set[str]]:
-    """The set of `path:type` entries of a JSON or SSE body, and the models it names (in
-    `model_fields`, which the surface's reply rules give)."""
+    """The set of `path:type` entries of a reply, and the models it names (in `model_fields`,
+    which the surface's reply rules give).
+
+    A stream is read as the structure it reassembles to: the union of its events' documents,
+    each under its event type (`<content_block_delta>.delta.text:string`), so how the provider
+    chunked it, how many keep-alive pings it sent and whether a terminal `[DONE]` arrived do not
+    change the shape. `streamed=None` guesses from the bytes (a plain body is one JSON document).
+    """
+    if streamed is None:
+        streamed = not _is_json(body)
     shape: set[str] = set()
     models: set[str] = set()
-    documents: list[tuple[str, Any]] = []
-    try:
-        documents.append(("", json.loads(body)))
-    except ValueError:
-        decoder = SSEDecoder()
-        for event in [*decoder.feed(body), *decoder.close()]:
-            try:
-                documents.append((event.event, json.loads(event.data)))
-            except ValueError:
-                documents.append((event.event, event.data))
-    for name, document in documents:
-        _shape(document, f"<{name}>" if name and name != "message" else "", shape)
+    for document in reply_documents(body, streamed):
+        if _keep_alive(document):
+            continue
+        kind = document.get("type") if isinstance(document, dict) else None
+        prefix = f"<{kind}>" if streamed and isinstance(kind, str) else ""
+        _shape(document, prefix, shape)
         _models(document, model_fields, models)
+    if not streamed and not shape:
+        shape.add("$:not-json")
     return shape, models
+
+
+def _is_json(body: bytes) -> bool:
+    try:
+        json.loads(body)
+    except (ValueError, RecursionError):
+        return False
+    return True
+
+
+def _keep_alive(document: Any) -> bool:
+    """A keep-alive the provider sends at will (Anthropic's `ping`): no part of the structure."""
+    return isinstance(document, dict) and document.get("type") == "ping" and len(document) == 1
 
 
 def _models(value: Any, fields: tuple[str, ...], into: set[str]) -> None:
@@ -99,11 +119,19 @@ class VerifyResult:
 
 
 def compare_replies(
-    surface: str, recorded_status: int, recorded: bytes, live_status: int, live: bytes
+    surface: str,
+    recorded_status: int,
+    recorded: bytes,
+    live_status: int,
+    live: bytes,
+    *,
+    streamed: bool | None = None,
 ) -> VerifyResult:
+    """One call's verdict: its recorded reply against the live one, by status, structure and
+    the models they name. `streamed` says whether both are streams (None: guess per body)."""
     fields = rules_for(surface).model_fields
-    old_shape, old_models = reply_shape(recorded, fields)
-    new_shape, new_models = reply_shape(live, fields)
+    old_shape, old_models = reply_shape(recorded, fields, streamed=streamed)
+    new_shape, new_models = reply_shape(live, fields, streamed=streamed)
     return VerifyResult(
         surface=surface,
         recorded_status=recorded_status,

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -37,3 +38,12 @@ def each_backend(request):
     support.BACKEND["name"] = "lmdb"
     while support.OPENED:
         support.OPENED.pop().close()
+@pytest.fixture
+def sample_project(pytester, monkeypatch):
+    """A `pytester` project whose test runs import this repository's `tests.fakes` (in-process
+    and in subprocesses), with no `PYRULA_STORE` from the environment: text cassettes."""
+    root = str(Path(__file__).parents[1])
+    monkeypatch.syspath_prepend(root)
+    monkeypatch.setenv("PYTHONPATH", root)
+    monkeypatch.delenv("PYRULA_STORE", raising=False)
+    return pytester

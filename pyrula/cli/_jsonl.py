@@ -11,7 +11,6 @@ is valid UTF-8, else `{"base64": ...}`. Importing a file and exporting again giv
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 import re
@@ -25,25 +24,10 @@ from pyrula.inspection.records import Loaded
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges, StoredExchange
 from pyrula.journal.keys import CASSETTE_PREFIX, split_key
 from pyrula.journal.store import Store
+from pyrula.journal.text import frame_bytes, frame_json
 
 EXPORT_FORMAT = 1
 _RECORD_ID = re.compile(r"^[0-9a-f]{32}$")
-
-
-def frame_json(frame: bytes) -> dict[str, str]:
-    try:
-        return {"text": frame.decode("utf-8")}
-    except UnicodeDecodeError:
-        return {"base64": base64.b64encode(frame).decode("ascii")}
-
-
-def frame_bytes(item: Any) -> bytes:
-    if isinstance(item, dict) and len(item) == 1:
-        if isinstance(item.get("text"), str):
-            return str(item["text"]).encode("utf-8")
-        if isinstance(item.get("base64"), str):
-            return base64.b64decode(item["base64"], validate=True)
-    raise ValueError('a frame must be {"text": ...} or {"base64": ...}')
 
 
 def dumps(value: Any) -> str:

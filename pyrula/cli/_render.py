@@ -21,11 +21,11 @@ from rich.highlighter import JSONHighlighter
 from rich.table import Table
 from rich.text import Text
 
-from pyrula.cli._jsonl import frame_json
 from pyrula.fingerprints import provider_of
 from pyrula.inspection.reassemble import Reassembled
 from pyrula.inspection.records import Entry, Loaded
 from pyrula.journal.exchanges import ExchangeRecord
+from pyrula.journal.text import frame_json
 
 # Piped output is not cut to 80 columns: rows stay whole for grep and friends.
 _PIPE_WIDTH = 200

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from pyrula.cli.demo import demo
+from pyrula.cli.import_vcr import import_vcr
 from pyrula.cli.journal import journal_app
 from pyrula.cli.mcp import mcp_app
 from pyrula.cli.proxy import proxy
@@ -47,6 +48,7 @@ app.command("demo")(demo)
 app.command("proxy")(proxy)
 app.add_typer(store_app, name="store")
 app.command("ui")(ui)
+app.command("import-vcr")(import_vcr)
 
 
 def main() -> None:

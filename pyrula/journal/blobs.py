@@ -21,13 +21,14 @@ _INLINE_MAX = 128
 _EMPTY = b"\x00" * 32
 
 
-def _put(txn: Txn, db: Any, data: bytes) -> bytes:
+def _put(txn: Txn | None, db: Any, data: bytes) -> bytes:
     digest = hashlib.sha256(data).digest()
-    txn.put(digest, data, db=db, overwrite=False)
+    if txn is not None:
+        txn.put(digest, data, db=db, overwrite=False)
     return digest
 
 
-def _store_value(txn: Txn, db: Any, value: Any) -> Any:
+def _store_value(txn: Txn | None, db: Any, value: Any) -> Any:
     if isinstance(value, list) and value:
         cell = _EMPTY
         for element in value:
@@ -43,8 +44,14 @@ def _store_value(txn: Txn, db: Any, value: Any) -> Any:
     return {"$blob": _put(txn, db, encoded).hex()}
 
 
-def put_request(txn: Txn, db: Any, doc: dict[str, Any]) -> str:
-    """Store a request document (its top-level parts deduplicated); return its reference."""
+def request_ref(doc: dict[str, Any]) -> str:
+    """The reference `put_request` gives `doc`, computed without storing anything."""
+    return put_request(None, None, doc)
+
+
+def put_request(txn: Txn | None, db: Any, doc: dict[str, Any]) -> str:
+    """Store a request document (its top-level parts deduplicated); return its reference
+    (with no transaction, only the reference)."""
     stored = {
         section: {name: _store_value(txn, db, value) for name, value in doc[section].items()}
         if isinstance(doc.get(section), dict)

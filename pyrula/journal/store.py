@@ -188,6 +188,16 @@ class Store:
         with self.read() as txn:
             yield from txn.scan(db, prefix, start=start)
 
+    def get_meta(self, key: bytes) -> bytes | None:
+        """A value kept beside the records (a cassette file's digest, say), or None."""
+        with self.read() as txn:
+            value = txn.get(key, db=self.meta_db)
+            return None if value is None else bytes(value)
+
+    def put_meta(self, key: bytes, value: bytes) -> None:
+        """Keep `value` under `key` beside the records, committed before this returns."""
+        self.write(lambda txn: txn.put(key, value, db=self.meta_db))
+
     def __enter__(self) -> Store:
         return self
 

@@ -41,7 +41,15 @@ from pyrula.runtime.metering import arrived_output_tokens
 from pyrula.runtime.open_calls import OpenCalls
 from pyrula.runtime.positions import Scope
 from pyrula.runtime.runstore import Event
-from pyrula.transport.core import Callbacks, Live, Plan, Replay
+from pyrula.transport.core import (
+    Callbacks,
+    Live,
+    Plan,
+    Replay,
+    Session,
+    current_session,
+    through,
+)
 from pyrula.transport.framing import completion_for
 
 if TYPE_CHECKING:
@@ -93,8 +101,18 @@ class RunSession:
         self._run_id = attempt.run.id
         self.exchanges = Exchanges(attempt.journal.store)
         self.open_calls = OpenCalls()
+        # A session active where the run executes in-process (a test's cassette) stands in for
+        # the provider: every call the run sends live is answered, or recorded, there.
+        outer = current_session()
+        self.provider: Session | None = outer.provider if isinstance(outer, RunSession) else outer
 
     def plan(self, parts: RequestParts, canonical: Canonical, *, blocking: bool = False) -> Plan:
+        planned = self._planned(parts, canonical, blocking=blocking)
+        if isinstance(planned, Live) and self.provider is not None:
+            return through(self.provider, planned, parts, canonical, blocking=blocking)
+        return planned
+
+    def _planned(self, parts: RequestParts, canonical: Canonical, *, blocking: bool) -> Plan:
         if self.open_calls.closed:
             # A thread the body left running asks after the attempt ended: nothing is sent.
             raise RunAttemptEnded(

@@ -225,6 +225,61 @@ class Recording:
         )
 
 
+class _Both:
+    """A `Sink` that hands every event to two sinks (a run's journal and a test's cassette)."""
+
+    def __init__(self, first: Sink, second: Sink) -> None:
+        self._sinks = (first, second)
+
+    def began(self) -> None:
+        for sink in self._sinks:
+            sink.began()
+
+    def complete(self, reply: Reply) -> None:
+        for sink in self._sinks:
+            sink.complete(reply)
+
+    def abandon(self, reply: Reply) -> None:
+        for sink in self._sinks:
+            sink.abandon(reply)
+
+    def truncated(self, reply: Reply) -> None:
+        for sink in self._sinks:
+            sink.truncated(reply)
+
+
+def through(
+    provider: Session, plan: Live, parts: RequestParts, canonical: Canonical, *, blocking: bool
+) -> Plan:
+    """`plan`, a call going out live, answered by `provider` standing in for the network (a
+    test's cassette under an in-process run): replayed from it, with the reply fed to `plan`'s
+    sink as a live one would be, or sent and recorded by both."""
+    outer = provider.plan(parts, canonical, blocking=blocking)
+    if isinstance(outer, Live):
+        if plan.sink is None or outer.sink is None:
+            return outer if plan.sink is None else plan
+        return Live(_Both(plan.sink, outer.sink))
+    if plan.sink is None:
+        return outer
+    frames = _fed(outer, plan.sink, canonical)
+    return Replay(outer.status, outer.headers, frames, outer.frame_ms)
+
+
+def _fed(replay: Replay, sink: Sink, canonical: Canonical) -> Iterator[bytes]:
+    recording = Recording(canonical, replay.status, replay.headers, sink, time.perf_counter())
+    try:
+        for frame in replay.frames:
+            data = recording.feed(frame)
+            if data:
+                yield data
+        tail = recording.eof()
+        if tail:
+            yield tail
+    finally:
+        if not recording.finished:
+            recording.abandon()
+
+
 def plan_request(
     session: Session,
     method: str,

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import pyrula
-from pyrula.cli._jsonl import frame_bytes, frame_json
+from pyrula.journal.text import frame_bytes, frame_json
 from tests.cli.support import Invoke
 from tests.fakes.provider import Upstream
 

@@ -1,5 +1,5 @@
 """Helpers for testing agents and workflows in-process."""
 
-from pyrula.agents.testing.runner import AgentRunner
+from pyrula.agents.testing.runner import AgentRunner, Spend
 
-__all__ = ["AgentRunner"]
+__all__ = ["AgentRunner", "Spend"]

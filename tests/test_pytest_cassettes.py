@@ -1,0 +1,137 @@
+"""A sample project's life with text cassettes, under real git: each test records its own file
+beside the tests, two branches recording different tests merge cleanly, and a fresh clone — the
+cassette files only, no cache — replays offline with the network blocked."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+
+import pytest
+
+import tests.fakes.provider  # noqa: F401  (in-process pytester runs reuse the SDK imports)
+
+SUITE = """
+import json
+import pytest
+from tests.fakes.openai_api import chat_completion, openai_client
+from tests.fakes.provider import OPENAI_LIB, Upstream, ask, json_reply
+
+CALLS = []
+
+def reply(request):
+    CALLS.append(1)
+    question = json.loads(request.content)["messages"][-1]["content"]
+    return json_reply(chat_completion("answer to " + question))
+
+def ask_once(question):
+    client = openai_client(Upstream(OPENAI_LIB, reply))
+    return client.chat.completions.create(model="m", messages=ask(question))
+
+@pytest.mark.pyrula
+def test_alpha():
+    assert ask_once("alpha").choices[0].message.content == "answer to alpha"
+
+@pytest.mark.pyrula
+def test_beta():
+    assert ask_once("beta").choices[0].message.content == "answer to beta"
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_fixture(pyrula_cassette, n):
+    assert ask_once(f"gamma {n}").choices[0].message.content == f"answer to gamma {n}"
+
+def test_no_live_call_when_replaying(request):
+    if request.config.getoption("pyrula_record_mode") == "none":
+        assert CALLS == []
+"""
+
+
+def _git(cwd: pathlib.Path, *args: str) -> str:
+    env = {
+        **os.environ,
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+    }
+    done = subprocess.run(
+        ["git", *args], cwd=cwd, env=env, capture_output=True, text=True, check=True
+    )
+    return done.stdout
+
+
+@pytest.fixture
+def project(sample_project):
+    pytester = sample_project
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_chat.py").write_text(SUITE)
+    _git(pytester.path, "init", "-q", "-b", "main")
+    _git(pytester.path, "add", "-A")
+    _git(pytester.path, "commit", "-q", "-m", "tests, not recorded yet")
+    return pytester.path
+
+
+def test_each_test_records_its_own_readable_file_beside_the_tests(pytester, project):
+    pytester.runpytest("--pyrula-record-mode=once").assert_outcomes(passed=5)
+    folder = project / "tests" / "cassettes" / "test_chat"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "test_alpha.json",
+        "test_beta.json",
+        "test_fixture[1].json",
+        "test_fixture[2].json",
+    ]
+    entry = json.loads((folder / "test_alpha.json").read_text())["exchanges"][0]
+    assert entry["request"]["compared"]["messages"] == [{"content": "alpha", "role": "user"}]
+    # What git sees: the cassette files, never the cache.
+    status = _git(project, "status", "--porcelain", "--untracked-files=all")
+    assert sorted(line[3:] for line in status.splitlines()) == [
+        f"tests/cassettes/test_chat/{name}" for name in sorted(p.name for p in folder.iterdir())
+    ]
+
+
+def test_two_branches_merge_cleanly_and_a_fresh_clone_replays_offline(pytester, project):
+    _git(project, "checkout", "-q", "-b", "alpha")
+    pytester.runpytest("-k", "alpha", "--pyrula-record-mode=once").assert_outcomes(passed=1)
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "record alpha")
+    _git(project, "checkout", "-q", "main")
+    _git(project, "checkout", "-q", "-b", "others")
+    result = pytester.runpytest("-k", "not alpha", "--pyrula-record-mode=once")
+    result.assert_outcomes(passed=4, deselected=1)
+    _git(project, "add", "-A")
+    _git(project, "commit", "-q", "-m", "record beta and gamma")
+    _git(project, "checkout", "-q", "alpha")
+    _git(project, "merge", "-q", "--no-edit", "others")  # check=True: a conflict fails here
+    assert _git(project, "status", "--porcelain") == ""
+
+    clone = project.parent / "fresh-checkout"
+    _git(project.parent, "clone", "-q", str(project), str(clone))
+    assert not (clone / ".pyrula").exists()
+    # Replay-only by default: every request is answered from the files, none leaves.
+    result = pytester.runpytest(str(clone), "--rootdir", str(clone), "-p", "no:randomly")
+    result.assert_outcomes(passed=5)
+    assert (clone / ".pyrula" / "data.mdb").exists()  # the cache, built on first use
+    assert _git(clone, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_pruning_unused_recordings_rewrites_the_tests_file(pytester, project):
+    pytester.runpytest("-k", "alpha", "--pyrula-record-mode=once").assert_outcomes(passed=1)
+    path = project / "tests" / "cassettes" / "test_chat" / "test_alpha.json"
+    suite = (project / "tests" / "test_chat.py").read_text()
+    twice = suite.replace(
+        '    assert ask_once("alpha")', '    ask_once("alpha, twice")\n    assert ask_once("alpha")'
+    )
+    (project / "tests" / "test_chat.py").write_text(twice)
+    pytester.runpytest("-k", "alpha", "--pyrula-record-mode=new_episodes").assert_outcomes(passed=1)
+    assert len(json.loads(path.read_text())["exchanges"]) == 2
+    (project / "tests" / "test_chat.py").write_text(suite)
+    result = pytester.runpytest("-k", "alpha", "--pyrula-prune-unused")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*1 recording(s) pruned*"])
+    (entry,) = json.loads(path.read_text())["exchanges"]
+    assert entry["request"]["compared"]["messages"][0]["content"] == "alpha"
+    pytester.runpytest("-k", "alpha").assert_outcomes(passed=1)
