@@ -73,7 +73,7 @@ class _PluginState:
             try:
                 self._store = open_store(self.store_path, create=create or self.text)
                 if self.text:
-                    cassette_file.ignore_cache(self.store_path)
+                    cassette_file.ignore_cache(Path(self.store_path))
             except StoreNotFound as exc:
                 raise StoreNotFound(
                     exc.path,

@@ -14,6 +14,7 @@ the write is neither lost nor applied twice.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import os
 import threading
 import time
@@ -288,12 +289,19 @@ class PostgresStore(Store):
         time.sleep(delay)
         return self.pool.getconn()
 
-    def iter_prefix(self, db: Any, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
-        """As on LMDB, but read whole before yielding: a caller that reads or writes while it
-        iterates must not hold a second connection of the pool."""
-        with self.read() as txn:
-            rows = list(txn.scan(db, prefix))
-        yield from rows
+    def iter_prefix(
+        self, db: Any, prefix: bytes, *, after: bytes | None = None
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """As on LMDB, but each batch is read whole before it is yielded: a caller that reads or
+        writes while it iterates must not hold a second connection of the pool."""
+        start = None if after is None or after < prefix else after + b"\x00"
+        while True:
+            with self.read() as txn:
+                rows = list(itertools.islice(txn.scan(db, prefix, start=start), _SCAN_BATCH))
+            yield from rows
+            if len(rows) < _SCAN_BATCH:
+                return
+            start = bytes(rows[-1][0]) + b"\x00"
 
     def close(self) -> None:
         if not self._closed:
@@ -395,13 +403,19 @@ class PgTxn:
     def scan(
         self, db: str, prefix: bytes = b"", *, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
+        # Read in batches of `_SCAN_BATCH` keys, so a caller that stops early (a page of the
+        # UI, the first match) never pulls the whole table over the connection.
         low = max(prefix, start or b"")
         end = prefix_end(prefix)
-        if end:
-            rows = self._query(_SQL[db]["range"], (low, end)).fetchall()
-        else:
-            rows = self._query(_SQL[db]["from"], (low,)).fetchall()
-        yield from rows
+        while True:
+            if end:
+                rows = self._query(_SQL[db]["range"], (low, end)).fetchall()
+            else:
+                rows = self._query(_SQL[db]["from"], (low,)).fetchall()
+            yield from rows
+            if len(rows) < _SCAN_BATCH:
+                return
+            low = bytes(rows[-1][0]) + b"\x00"
 
     def last(self, db: str, prefix: bytes) -> tuple[bytes, bytes] | None:
         end = prefix_end(prefix)
@@ -416,6 +430,9 @@ class PgTxn:
         return int(row[0]) if row else 0
 
 
+_SCAN_BATCH = 1000
+
+
 def _statements(name: str) -> dict[str, str]:
     t = table(name)
     return {
@@ -425,8 +442,8 @@ def _statements(name: str) -> dict[str, str]:
         "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
         "add": f"INSERT INTO {t} (k, v) VALUES (%b, %b) ON CONFLICT (k) DO NOTHING",
         "delete": f"DELETE FROM {t} WHERE k = %b",
-        "range": f"SELECT k, v FROM {t} WHERE k >= %b AND k < %b ORDER BY k",
-        "from": f"SELECT k, v FROM {t} WHERE k >= %b ORDER BY k",
+        "range": f"SELECT k, v FROM {t} WHERE k >= %b AND k < %b ORDER BY k LIMIT {_SCAN_BATCH}",
+        "from": f"SELECT k, v FROM {t} WHERE k >= %b ORDER BY k LIMIT {_SCAN_BATCH}",
         "last_below": f"SELECT k, v FROM {t} WHERE k >= %b AND k < %b ORDER BY k DESC LIMIT 1",
         "last": f"SELECT k, v FROM {t} WHERE k >= %b ORDER BY k DESC LIMIT 1",
     }

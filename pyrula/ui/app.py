@@ -13,7 +13,7 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from pyrula.journal.exchanges import Exchanges
-from pyrula.journal.store import Store
+from pyrula.journal.store import Store, shown
 from pyrula.runtime import RunStore
 from pyrula.ui import exchanges, runs
 from pyrula.ui.access import TokenGate
@@ -48,7 +48,7 @@ def create_app(store: Path | str | None = None, *, token: str | None = None) -> 
         lifespan=lifespan,
     )
     app.state.store = opened
-    app.state.store_path = opened.path
+    app.state.store_path = shown(opened.location)
     app.state.exchanges = Exchanges(opened)
     app.state.runs = RunStore(opened)
     return app
