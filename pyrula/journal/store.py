@@ -42,6 +42,7 @@ _DATABASES = (
     "queue",
     "tokens",
     "flags",
+    "withheld",
 )
 
 T = TypeVar("T")

@@ -14,6 +14,7 @@ from pyrula.errors import (
     RunError,
     RunExists,
     RunFailed,
+    RunNotFound,
     StepFailed,
 )
 from pyrula.journal.exchanges import Exchanges
@@ -73,7 +74,13 @@ class RunHandle:
         return outcome_of(record)
 
 
-def outcome_of(record: RunRecord) -> Any:
+def outcome_of(record: RunRecord, withheld: dict[str, Any] | None = None) -> Any:
+    """The run's result, or its failure raised; `withheld` is what a run below the io capture
+    level kept apart (a parent run's replay reads its child's outcome from it)."""
+    if withheld is not None:
+        record = RunRecord.from_json(record.to_json())
+        record.result = withheld.get("result")
+        record.error = withheld.get("error", record.error)
     if record.status == COMPLETED:
         return record.result
     if record.status == CANCELLED:
@@ -230,7 +237,11 @@ async def child_result(attempt: Attempt, child_id: str, poll_seconds: float = 0.
         record = attempt.journal.get(child_id)
         if record.status in TERMINAL:
             _charge_parent(attempt, child_id)
-            return outcome_of(record)
+            kept = None
+            if record.capture != "io" and record.status in (COMPLETED, FAILED, "budget_exceeded"):
+                with contextlib.suppress(RunNotFound):  # a child ended before values were kept
+                    kept = attempt.journal.withheld(child_id, "run")
+            return outcome_of(record, kept)
         await asyncio.sleep(poll_seconds)
 
 

@@ -8,7 +8,6 @@ with the new owner's.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -16,7 +15,6 @@ import struct
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import lmdb
@@ -27,90 +25,26 @@ from pyrula.errors import (
     RunExists,
     RunNotFound,
 )
-from pyrula.fingerprints import canonical_json
 from pyrula.journal.store import Store
+from pyrula.runtime.records import (
+    BUDGET_EXCEEDED,
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    PARKED,
+    QUEUED,
+    RUNNING,
+    TERMINAL,
+    Event,
+    Lease,
+    RunRecord,
+    dump_json,
+    input_digest,
+)
 
 _SEQ = struct.Struct(">Q")
 HOST = socket.gethostname()
 
-QUEUED, RUNNING, PARKED = "queued", "running", "parked"
-COMPLETED, FAILED, CANCELLED, BUDGET_EXCEEDED = (
-    "completed",
-    "failed",
-    "cancelled",
-    "budget_exceeded",
-)
-TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, BUDGET_EXCEEDED})
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One journaled fact of a run, in order."""
-
-    seq: int
-    type: str
-    at: float
-    payload: dict[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"seq": self.seq, "type": self.type, "at": self.at, "payload": self.payload}
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    worker: str
-    attempt: int
-
-
-@dataclass
-class RunRecord:
-    id: str
-    name: str
-    input: Any
-    status: str
-    created_at: float
-    updated_at: float
-    attempt: int = 0
-    lease: dict[str, Any] | None = None
-    cancel_requested: bool = False
-    wake_at: float | None = None
-    result: Any = None
-    error: dict[str, Any] | None = None
-    token: str | None = None
-    capture: str = "io"
-    options: dict[str, Any] = field(default_factory=dict)
-    forked_from: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunRecord:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
-
-
-def _dump(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), default=_not_json).encode()
-
-
-def to_json_value(value: Any) -> Any:
-    """Check that a value can be journaled, the way it will come back on replay."""
-    return json.loads(_dump(value))
-
-
-def _not_json(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    raise TypeError(
-        f"a {type(value).__name__} cannot be journaled: return JSON-compatible values "
-        "(dict, list, str, numbers, bool, None, or a pydantic model) from runs, steps and tools"
-    )
-
-
-def input_digest(value: Any) -> str:
-    return hashlib.sha256(canonical_json(json.loads(_dump(value)))).hexdigest()
 
 
 def _alive(pid: int) -> bool:
@@ -135,6 +69,10 @@ def _cancel_key(run_id: str) -> bytes:
     return b"cancel:" + run_id.encode()
 
 
+def _withheld_key(run_id: str, position: str) -> bytes:
+    return run_id.encode() + b"\x00" + position.encode()
+
+
 def lease_is_live(lease: dict[str, Any] | None, now: float) -> bool:
     """A lease holds until it expires, or until its process is seen dead on this host."""
     if not lease or lease.get("expires", 0) <= now:
@@ -153,6 +91,9 @@ class RunStore:
         self._tokens = store.db("tokens")
         # Small keys read on every step: who holds each run's lease, which runs are cancelled.
         self._flags = store.db("flags")
+        # What a run's events leave out below the `io` capture level and its replay still needs:
+        # read by the runtime only, never by `runs show` or an export, purged with the run.
+        self._withheld = store.db("withheld")
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -241,9 +182,9 @@ class RunStore:
             )
             if idempotency_key is not None:
                 token = {"run_id": new_id, "digest": digest, "expires": now + token_ttl}
-                txn.put(idempotency_key.encode(), _dump(token), db=self._tokens)
-            txn.put(new_id.encode(), _dump(record.to_json()), db=self._runs)
-            txn.put(new_id.encode(), _dump({"input": input}), db=self._queue)
+                txn.put(idempotency_key.encode(), dump_json(token), db=self._tokens)
+            txn.put(new_id.encode(), dump_json(record.to_json()), db=self._runs)
+            txn.put(new_id.encode(), dump_json({"input": input}), db=self._queue)
             facts = [("run:submitted", {"name": name}), *(seed_events or [])]
             for seq, (kind, payload) in enumerate(facts, start=1):
                 self._put_event(txn, new_id, seq, kind, payload, now)
@@ -288,7 +229,7 @@ class RunStore:
                     "attempt": run.attempt,
                 }
                 run.updated_at = now
-                txn.put(key, _dump(run.to_json()), db=self._runs)
+                txn.put(key, dump_json(run.to_json()), db=self._runs)
                 txn.put(_lease_key(run.id), _lease_value(worker, run.attempt), db=self._flags)
                 return run
             return None
@@ -301,7 +242,7 @@ class RunStore:
             run = self._record(txn, run_id)
             assert run.lease is not None
             run.lease["expires"] = time.time() + ttl
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
 
         self.store.write(write)
 
@@ -316,7 +257,7 @@ class RunStore:
             self.append_in(txn, run_id, "run:released", {"attempt": lease.attempt})
             txn.delete(_lease_key(run_id), db=self._flags)
             run.status, run.lease, run.updated_at = QUEUED, None, time.time()
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
             return run
 
         return self.store.write(write)
@@ -347,7 +288,7 @@ class RunStore:
             if run.status == PARKED:
                 run.wake_at = 0.0
             run.updated_at = time.time()
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
             txn.put(_cancel_key(run_id), b"1", db=self._flags)
             return run
 
@@ -364,7 +305,7 @@ class RunStore:
             self.append_in(txn, run_id, "run:cancelled", {"terminated": True})
             run.status, run.lease, run.cancel_requested = CANCELLED, None, True
             run.updated_at = time.time()
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
             txn.put(_cancel_key(run_id), b"1", db=self._flags)
             txn.delete(_lease_key(run_id), db=self._flags)
             txn.delete(run_id.encode(), db=self._queue)
@@ -378,15 +319,43 @@ class RunStore:
 
     # -- journaling -----------------------------------------------------------------------------
 
-    def append(self, run_id: str, lease: Lease | None, kind: str, payload: dict[str, Any]) -> Event:
-        """Append one event (fenced by `lease` when given) and commit it."""
+    def append(
+        self,
+        run_id: str,
+        lease: Lease | None,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        withheld: dict[str, Any] | None = None,
+    ) -> Event:
+        """Append one event (fenced by `lease` when given) and commit it; `withheld` is kept
+        apart, under the event's position, in the same commit (see `withheld`)."""
 
         def write(txn: lmdb.Transaction) -> Event:
             if lease is not None:
                 self.check_lease(txn, run_id, lease)
+            if withheld is not None:
+                self._put_withheld(txn, run_id, str(payload["position"]), withheld)
             return self.append_in(txn, run_id, kind, payload)
 
         return self.store.write(write)
+
+    def withheld(self, run_id: str, position: str) -> dict[str, Any]:
+        """What the fact at `position` (or `"run"`, the run's outcome) kept out of its event
+        below the `io` capture level: the result or full error its replay needs."""
+        value = None
+        if self._withheld is not None:  # a store opened read-only before it had the table
+            with self.store.read() as txn:
+                value = txn.get(_withheld_key(run_id, position), db=self._withheld)
+        if value is None:
+            raise RunNotFound(f"run {run_id} has no withheld value at {position!r}")
+        data: dict[str, Any] = json.loads(bytes(value))
+        return data
+
+    def _put_withheld(
+        self, txn: lmdb.Transaction, run_id: str, position: str, value: dict[str, Any]
+    ) -> None:
+        txn.put(_withheld_key(run_id, position), dump_json(value), db=self._withheld)
 
     def append_in(
         self, txn: lmdb.Transaction, run_id: str, kind: str, payload: dict[str, Any]
@@ -411,7 +380,7 @@ class RunStore:
     ) -> Event:
         event = Event(seq, kind, at, payload)
         key = run_id.encode() + b"\x00" + _SEQ.pack(seq)
-        txn.put(key, _dump(event.to_json()), db=self._events, append=False)
+        txn.put(key, dump_json(event.to_json()), db=self._events, append=False)
         return event
 
     def finish(
@@ -425,11 +394,15 @@ class RunStore:
         result: Any = None,
         error: dict[str, Any] | None = None,
         wake_at: float | None = None,
+        withheld: dict[str, Any] | None = None,
     ) -> Event:
-        """End an attempt: write its closing event and the run's new status in one commit."""
+        """End an attempt: write its closing event and the run's new status in one commit
+        (and, below the io capture level, its withheld outcome under `"run"`)."""
 
         def write(txn: lmdb.Transaction) -> Event:
             self.check_lease(txn, run_id, lease)
+            if withheld is not None:
+                self._put_withheld(txn, run_id, "run", withheld)
             run = self._record(txn, run_id)
             event = self.append_in(txn, run_id, kind, payload)
             txn.delete(_lease_key(run_id), db=self._flags)
@@ -441,7 +414,7 @@ class RunStore:
                 run.result = result if run.capture == "io" else None
                 run.error = error
                 txn.delete(run_id.encode(), db=self._queue)
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
             return event
 
         return self.store.write(write)
@@ -457,7 +430,7 @@ class RunStore:
             for name, value in changes.items():
                 setattr(run, name, value)
             run.updated_at = time.time()
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
             return run
 
         return self.store.write(write)
@@ -471,8 +444,8 @@ class RunStore:
                 raise RunNotFound(f"no run {run_id!r} in {self.store.path}")
             run = RunRecord.from_json(json.loads(bytes(raw)))
             run.status, run.error, run.updated_at = QUEUED, None, time.time()
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
-            txn.put(run_id.encode(), _dump({"input": input}), db=self._queue)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json({"input": input}), db=self._queue)
             self.append_in(txn, run_id, "run:resumed", {})
 
         self.store.write(write)
@@ -488,7 +461,25 @@ class RunStore:
             event = self.append_in(txn, run_id, kind, payload)
             if run.status == PARKED:
                 run.wake_at = time.time()
-                txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+                txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
             return event
 
         return self.store.write(write)
+
+
+__all__ = [
+    "BUDGET_EXCEEDED",
+    "CANCELLED",
+    "COMPLETED",
+    "FAILED",
+    "HOST",
+    "PARKED",
+    "QUEUED",
+    "RUNNING",
+    "TERMINAL",
+    "Event",
+    "Lease",
+    "RunRecord",
+    "RunStore",
+    "lease_is_live",
+]

@@ -64,6 +64,16 @@ class _Outcome:
     result: Any = None
     error: dict[str, Any] | None = None
     wake_at: float | None = None
+    # Below the io capture level: the result or whole failure, kept apart (`RunStore.withheld`).
+    withheld: dict[str, Any] | None = None
+
+
+def _failed(run: RunRecord, status: str, exc: BaseException) -> _Outcome:
+    error = describe_error(exc, capture=run.capture)
+    outcome = _Outcome(status, "run:error", {"error": error}, error=error)
+    if run.capture != "io":
+        outcome.withheld = {"error": describe_error(exc)}
+    return outcome
 
 
 class Worker:
@@ -245,7 +255,7 @@ class Worker:
                 result = await task
                 outcome = _Outcome(COMPLETED, "run:done", {"result": result}, result=result)
                 if run.capture != "io":
-                    outcome.payload = {"result": None}
+                    outcome.payload, outcome.withheld = {"result": None}, {"result": result}
             except HandedOff:
                 self._release(run, lease, started)  # stopped at a boundary while draining
                 return
@@ -255,8 +265,7 @@ class Worker:
             except DurableInvocationCancelled:
                 outcome = _Outcome(CANCELLED, "run:cancelled", {})
             except BudgetExceeded as exc:
-                error = describe_error(exc, capture=run.capture)
-                outcome = _Outcome(BUDGET_EXCEEDED, "run:error", {"error": error}, error=error)
+                outcome = _failed(run, BUDGET_EXCEEDED, exc)
             except RunAttemptEnded:
                 _log_lost(run, lease)
                 return
@@ -274,8 +283,7 @@ class Worker:
                 if full is not None:
                     _log_store_full(run, lease, full)
                     return  # the disk's failure, not the run's: resumed once its lease lapses
-                error = describe_error(exc, capture=run.capture)
-                outcome = _Outcome(FAILED, "run:error", {"error": error}, error=error)
+                outcome = _failed(run, FAILED, exc)
             if run.id in self._released:  # the body swallowed the drain's cancellation
                 self._release(run, lease, started)
                 return
@@ -295,6 +303,7 @@ class Worker:
                     result=outcome.result,
                     error=outcome.error,
                     wake_at=outcome.wake_at,
+                    withheld=outcome.withheld,
                 )
             except RunAttemptEnded:
                 _log_lost(run, lease)
