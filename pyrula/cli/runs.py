@@ -20,7 +20,8 @@ from pyrula.cli._worker_log import install as install_log
 from pyrula.cli._worker_log import say
 from pyrula.cli.journal import _reported
 from pyrula.journal.store import Store
-from pyrula.runtime import Event, RunRecord, RunStore, Worker, answer, cancel, fork, resume
+from pyrula.runtime import Event, RunRecord, RunStore, Worker, answer, cancel, fork, purge, resume
+from pyrula.runtime.retention import parse_duration
 from pyrula.runtime.runstore import QUEUED, RUNNING, lease_is_live
 
 runs_app = typer.Typer(help="Inspect and drive durable runs.", no_args_is_help=True)
@@ -170,6 +171,44 @@ def fork_run(
         _said(as_json, {"run": handle.id}, f"forked {run_id} at event {at} as {handle.id}")
 
 
+@runs_app.command("purge")
+def purge_runs(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than",
+            metavar="DURATION",
+            help="Purge runs that ended longer ago than this: 30d, 12h, 90m, 45s, 2w.",
+        ),
+    ],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List, delete nothing.")] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete ended runs (completed, failed, cancelled, over budget) older than DURATION, with
+    everything they hold, and expired idempotency tokens. Queued, running and parked runs are
+    never touched.
+
+    Example: pyrula runs purge --older-than 30d --dry-run
+    """
+    with _reported(as_json):
+        try:
+            seconds = parse_duration(older_than)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--older-than") from None
+        purged = purge(seconds, store=Store(store, create=False), dry_run=dry_run)
+        if as_json:
+            emit_json(purged.to_json())
+            return
+        verb = "would purge" if dry_run else "purged"
+        for run in purged.runs:
+            console().print(f"{verb} {run.id}  {run.name}  {run.status}  "
+                            f"ended {local_time(run.updated_at)}")
+        tokens = "" if dry_run else f", {purged.tokens} expired idempotency token(s)"
+        console().print(f"{verb} {len(purged.runs)} run(s) that ended over {older_than} ago"
+                        f"{tokens}")
+
+
 def _said(as_json: bool, data: dict[str, Any], text: str) -> None:
     if as_json:
         emit_json(data)
@@ -224,6 +263,14 @@ def worker(
     as_json: Annotated[
         bool, typer.Option("--json", help="Log JSON lines (one object per event) on stderr.")
     ] = False,
+    retention: Annotated[
+        str | None,
+        typer.Option(
+            "--retention",
+            metavar="DURATION",
+            help="Purge runs that ended longer ago than this (30d, 12h), at start and hourly.",
+        ),
+    ] = None,
 ) -> None:
     """Claim queued runs from the store and execute them, until stopped (Ctrl-C or SIGTERM:
     drain, then release)."""
@@ -233,8 +280,16 @@ def worker(
     with _reported(False):
         opened = Store(store, create=create)
     install_log(as_json=as_json, quiet=quiet)
+    try:
+        kept = parse_duration(retention) if retention is not None else None
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--retention") from None
     runner = Worker(
-        opened, lease_seconds=lease_seconds, concurrency=concurrency, grace_seconds=grace
+        opened,
+        lease_seconds=lease_seconds,
+        concurrency=concurrency,
+        grace_seconds=grace,
+        retention=kept,
     )
     names = sorted(runner.claimable())
     say(

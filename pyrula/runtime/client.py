@@ -23,6 +23,8 @@ from pyrula.journal.store import Store, open_store
 from pyrula.runtime.attempt import Attempt
 from pyrula.runtime.failures import rebuild_error
 from pyrula.runtime.registry import Definition
+from pyrula.runtime.retention import Purged, parse_duration
+from pyrula.runtime.retention import purge as purge_ended
 from pyrula.runtime.runstore import (
     CANCELLED,
     COMPLETED,
@@ -210,8 +212,22 @@ def fork(run_id: str, at_seq: int, *, store: StoreLike = None) -> RunHandle:
         capture=source.capture,
         forked_from={"run": run_id, "at_seq": at_seq},
         seed_events=seeds,
+        seed_withheld={
+            str(payload["position"]): journal.withheld(run_id, str(payload["position"]))
+            for _kind, payload in seeds
+            if payload.get("withheld")
+        },
     )
     return RunHandle(record.id, journal)
+
+
+def purge(
+    older_than: float | str, *, store: StoreLike = None, dry_run: bool = False
+) -> Purged:
+    """Delete the runs that ended more than `older_than` ago (seconds, or `"30d"`, `"12h"`)
+    with their children, and the idempotency tokens past their TTL; `dry_run` only lists them.
+    A queued, running or parked run is never touched (`pyrula runs purge`)."""
+    return purge_ended(_journal(store), parse_duration(older_than), dry_run=dry_run)
 
 
 def submit_child(
@@ -228,6 +244,7 @@ def submit_child(
             {"args": list(args), "kwargs": kwargs},
             run_id=child_id,
             capture=attempt.run.capture,
+            options={"parent": attempt.run.id},
         )
 
 
@@ -269,6 +286,7 @@ __all__ = [
     "cancel",
     "fork",
     "outcome_of",
+    "purge",
     "resume",
     "signal",
     "submit",

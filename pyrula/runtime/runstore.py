@@ -26,6 +26,7 @@ from pyrula.errors import (
     RunNotFound,
 )
 from pyrula.journal.store import Store
+from pyrula.runtime.purging import RunPurging, purged_record
 from pyrula.runtime.records import (
     BUDGET_EXCEEDED,
     CANCELLED,
@@ -80,7 +81,7 @@ def lease_is_live(lease: dict[str, Any] | None, now: float) -> bool:
     return not (lease.get("host") == HOST and not _alive(int(lease.get("pid", 0))))
 
 
-class RunStore:
+class RunStore(RunPurging):
     """The runs, events, queue and tokens databases of one store."""
 
     def __init__(self, store: Store) -> None:
@@ -142,8 +143,10 @@ class RunStore:
         options: dict[str, Any] | None = None,
         forked_from: dict[str, Any] | None = None,
         seed_events: list[tuple[str, dict[str, Any]]] | None = None,
+        seed_withheld: dict[str, dict[str, Any]] | None = None,
     ) -> tuple[RunRecord, bool]:
-        """Queue a run; returns (record, created). A known token re-attaches to its run."""
+        """Queue a run; returns (record, created). A known token re-attaches to its run. A fork
+        passes its source's facts as `seed_events`, and what they withheld as `seed_withheld`."""
         digest = input_digest({"name": name, "input": input})
         new_id = run_id or f"run_{uuid.uuid4().hex[:20]}"
 
@@ -163,6 +166,8 @@ class RunStore:
                         existing = txn.get(token["run_id"].encode(), db=self._runs)
                         if existing is not None:
                             return RunRecord.from_json(json.loads(bytes(existing))), False
+                        if "purged" in token:  # the run outlived its retention, not its token
+                            return purged_record(token, idempotency_key, capture), False
             if txn.get(new_id.encode(), db=self._runs) is not None:
                 raise RunExists(
                     f"run {new_id!r} already exists; pass idempotency_key= to re-attach to it "
@@ -188,6 +193,8 @@ class RunStore:
             facts = [("run:submitted", {"name": name}), *(seed_events or [])]
             for seq, (kind, payload) in enumerate(facts, start=1):
                 self._put_event(txn, new_id, seq, kind, payload, now)
+            for position, value in (seed_withheld or {}).items():
+                self._put_withheld(txn, new_id, position, value)
             return record, True
 
         return self.store.write(write)

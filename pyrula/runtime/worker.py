@@ -27,6 +27,7 @@ from pyrula.errors import (
     ReplayInputChanged,
     RunAttemptEnded,
     RunNotFound,
+    StoreError,
     StoreFull,
     WorkflowNotRegistered,
 )
@@ -36,6 +37,7 @@ from pyrula.runtime.calls import running
 from pyrula.runtime.context import AgentContext, WorkflowContext
 from pyrula.runtime.failures import describe_error
 from pyrula.runtime.registry import lookup, registered
+from pyrula.runtime.retention import parse_duration, purge
 from pyrula.runtime.runstore import (
     BUDGET_EXCEEDED,
     CANCELLED,
@@ -89,7 +91,12 @@ class Worker:
         names: set[str] | None = None,
         concurrency: int = 8,
         grace_seconds: float = 10.0,
+        retention: float | str | None = None,
+        purge_every: float = 3600.0,
     ) -> None:
+        """`retention` (seconds, or `"30d"`): purge the runs that ended longer ago than that,
+        when the worker starts and every `purge_every` seconds (see `pyrula.runtime.retention`);
+        `None` keeps them."""
         self.store = store if isinstance(store, Store) else open_store(store)
         self.journal = RunStore(self.store)
         self.lease_seconds = lease_seconds
@@ -105,6 +112,10 @@ class Worker:
         self._attempts: dict[str, Attempt] = {}
         self._released: set[str] = set()
         self._cancelling = False  # past the grace period: an attempt not yet begun is released
+        self.retention = parse_duration(retention) if retention is not None else None
+        self.purge_every = purge_every
+        self._purging: asyncio.Future[None] | None = None
+        self._next_purge = 0.0
 
     def stop(self) -> None:
         """Stop claiming and drain; a second call releases the runs in flight at once."""
@@ -140,6 +151,7 @@ class Worker:
         running: set[asyncio.Task[None]] = set()
         try:
             while not self._stopping and (max_runs is None or executed < max_runs):
+                self._purge_when_due()
                 run = None
                 if len(running) < self.concurrency:
                     names = set(self.claimable())
@@ -155,10 +167,37 @@ class Worker:
                 running = await self._drain(running)
             while running:
                 _, running = await _settle(running, None)
+            if self._purging is not None:
+                await self._purging
         finally:
             for task in running:
                 task.cancel()
         return executed
+
+    def _purge_when_due(self) -> None:
+        """Start a purge on a thread when one is due and none is running (the runs in flight
+        keep their heartbeats meanwhile)."""
+        now = time.monotonic()
+        if self.retention is None or now < self._next_purge:
+            return
+        if self._purging is not None and not self._purging.done():
+            return
+        self._next_purge = now + self.purge_every
+        self._purging = asyncio.ensure_future(self._purge(self.retention))
+
+    async def _purge(self, retention: float) -> None:
+        try:
+            purged = await asyncio.to_thread(purge, self.journal, retention)
+        except StoreError as exc:
+            log.warning("retention: purge failed (%s); trying again later", exc,
+                        extra=_fields("purge_failed", error=type(exc).__name__))
+            return
+        if purged.runs or purged.tokens:
+            log.info(
+                "retention: purged %d run(s) ended over %gs ago, %d expired token(s)",
+                len(purged.runs), retention, purged.tokens,
+                extra=_fields("purged", runs=len(purged.runs), tokens=purged.tokens),
+            )
 
     async def _drain(self, running: set[asyncio.Task[None]]) -> set[asyncio.Task[None]]:
         """Give the runs in flight the grace period (cut short by a second `stop()`), then cancel

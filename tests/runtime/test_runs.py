@@ -310,3 +310,18 @@ def test_below_io_a_parent_still_gets_its_childs_withheld_result():
     assert handle.record.status == "completed"
     assert RunStore(store).withheld(handle.id, "run") == {"result": 50}
     assert handle.events()[-1].payload == {"result": None}
+
+
+def test_below_io_a_fork_replays_the_withheld_results_it_was_seeded_with():
+    store = new_store()
+    source = run_to_rest(withheld_steps, "bob", store=store, capture="metadata")
+    assert source.record.status == "parked"
+    profile = next(e for e in source.events() if e.type == "step:done")
+    EFFECTS.clear()
+    branch = fork(source.id, profile.seq, store=store)
+    drive(store)
+    assert branch.record.status == "parked"
+    assert EFFECTS == ["charge 4242-secret"]  # the profile step replayed, not run again
+    assert RunStore(store).withheld(branch.id, profile.payload["position"]) == {
+        "result": "PROFILE OF BOB"
+    }
