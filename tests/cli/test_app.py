@@ -59,3 +59,25 @@ def test_worker_refuses_a_store_path_that_does_not_exist(tmp_path):
     made = _worker("--import", "app", "--store", str(missing), "--create", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     assert (missing / "data.mdb").exists()
+
+
+def test_a_worker_starts_without_the_other_commands_rich_or_httpx(tmp_path):
+    # Issue 17: a worker's start imported every command, rich and httpx before claiming a run.
+    store = tmp_path / "s"
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['pyrula', 'worker', '--import', 'json', '--store', {str(store)!r},\n"
+        "            '--create', '--until-idle', '--quiet']\n"
+        "try:\n"
+        "    runpy.run_module('pyrula.cli.app', run_name='__main__')\n"
+        "except SystemExit as stop:\n"
+        "    assert not stop.code, stop.code\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'httpx')\n"
+        "             or m in ('pyrula.cli.journal', 'pyrula.cli.runs', 'pyrula.cli.proxy')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert (store / "data.mdb").exists()  # it did start, on the store it was given
