@@ -1,89 +1,152 @@
 """Start-up cost: importing a drop-in, and a worker's start, against importing the SDK alone.
 
-Each figure is the best of ROUNDS fresh interpreters (`python -X importtime` is not used: it
-slows imports down). The baseline is the same interpreter importing only the SDK, measured in
-the same run and interleaved with the others, so the machine's load hits all alike.
+Each figure is the best of ROUNDS fresh interpreters, as wall-clock and as the child's CPU time
+(user + system, which a loaded machine disturbs far less than wall time). The baseline is the
+same interpreter importing only the SDK, measured in the same run and interleaved with the
+others, so the machine's load hits all alike; the `x SDK` column is each case over `import
+openai` (over `import anthropic` for the anthropic rows).
 
-    python benchmarks/bench_import.py [--rounds 7]
+With `--before REF` every pyrula case is also measured on the code of that git revision
+(`git archive`, imported ahead of the installed package through PYTHONPATH), interleaved with
+the current code, and the table prints both:
+
+    python benchmarks/bench_import.py [--rounds 7] [--before 71c6b8c]
+
+`python -X importtime -c "import pyrula.agents.compat.openai" 2>&1 | sort -t'|' -k2 -n | tail`
+shows where the rest goes, module by module.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
+from io import BytesIO
+from pathlib import Path
 
-CASES = {
+ROOT = Path(__file__).resolve().parents[1]
+
+SDK_CASES = {
     "python -c pass (floor)": "pass",
     "import openai (baseline)": "import openai",
-    "import pyrula.agents.compat.openai": "import pyrula.agents.compat.openai",
     "import anthropic": "import anthropic",
+}
+PYRULA_CASES = {
+    "import pyrula.agents.compat.openai": "import pyrula.agents.compat.openai",
     "import pyrula.agents.compat.anthropic": "import pyrula.agents.compat.anthropic",
 }
+WORKER = "pyrula worker start (openai app)"
+# What an openai-only import must not load: the other providers' SDKs.
+FOREIGN = ("anthropic", "google.genai", "boto3", "botocore")
 
 
-def _seconds(code: str) -> float:
+def _run(argv: list[str], *, env: dict[str, str], cwd: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) of one child process, started in `cwd` (never in a checkout,
+    whose `pyrula/` folder would shadow the revision under test)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", code], check=True)
-    return time.perf_counter() - started
+    subprocess.run(argv, check=True, env=env, cwd=cwd, capture_output=True)
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
 
 
-def _worker_start(store: str) -> float:
-    """`pyrula worker` importing an app that uses openai only, on an empty store, to exit."""
-    app = f"{store}_app"
-    with open(f"{app}.py", "w") as module:
-        module.write("from pyrula.agents.compat import AsyncOpenAI\n")
-    subprocess.run(  # the store exists before the timed start, as a worker's would
-        [sys.executable, "-c", f"from pyrula.journal import Store; Store({store!r}).close()"],
+def _env(tree: Path | None) -> dict[str, str]:
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
+    return env
+
+
+def _worker_start(folder: Path, i: int, tree: Path | None) -> tuple[float, float]:
+    """`pyrula worker` importing an app that uses openai only, on an existing store, to exit."""
+    store = folder / f"store{i}{'b' if tree else 'a'}"
+    app = folder / f"bench_app_{i}{'b' if tree else 'a'}.py"
+    app.write_text("from pyrula.agents.compat import AsyncOpenAI\n")
+    code = f"from pyrula.journal import Store; Store({str(store)!r}).close()"
+    subprocess.run([sys.executable, "-c", code], check=True, env=_env(tree), cwd=folder)
+    argv = [sys.executable, "-m", "pyrula.cli.app", "worker", "--import", app.stem,
+            "--store", str(store), "--until-idle", "--quiet"]
+    return _run(argv, env=_env(tree), cwd=str(folder))
+
+
+def _before_tree(ref: str, folder: Path) -> Path:
+    """The package as it was at `ref`, laid out as installed (fingerprints and proxy inside)."""
+    tree = folder / "before"
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "--format=tar", ref, "pyrula", "fingerprints", "proxy"],
         check=True,
-    )
-    started = time.perf_counter()
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pyrula.cli.app",
-            "worker",
-            "--import",
-            app.rsplit("/", 1)[1],
-            "--store",
-            store,
-            "--until-idle",
-        ],
-        check=True,
-        cwd=store.rsplit("/", 1)[0],
         capture_output=True,
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(tree, filter="data")
+    for sub in ("fingerprints", "proxy"):
+        (tree / sub).rename(tree / "pyrula" / sub)
+    return tree
+
+
+def _foreign(tree: Path | None, folder: Path) -> list[str]:
+    code = (
+        "import sys, pyrula.agents.compat.openai; "
+        f"print(' '.join(m for m in {FOREIGN!r} if m in sys.modules))"
     )
-    return time.perf_counter() - started
+    found = subprocess.run(
+        [sys.executable, "-c", code],
+        check=True,
+        env=_env(tree),
+        cwd=folder,
+        capture_output=True,
+        text=True,
+    )
+    return found.stdout.split()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
-    rounds = parser.parse_args().rounds
-    best: dict[str, float] = {}
-    with tempfile.TemporaryDirectory() as folder:
-        for i in range(rounds):
-            for name, code in CASES.items():
-                best[name] = min(best.get(name, float("inf")), _seconds(code))
-            seconds = _worker_start(f"{folder}/store{i}")
-            best["pyrula worker start (openai app)"] = min(
-                best.get("pyrula worker start (openai app)", float("inf")), seconds
-            )
-    floor, baseline = best["python -c pass (floor)"], best["import openai (baseline)"]
-    print(f"best of {rounds} fresh interpreters ({sys.version.split()[0]})")
-    print(f"{'case':44} {'seconds':>8} {'over SDK':>9}")
-    for name, seconds in best.items():
-        sdk = best["import anthropic"] if "anthropic" in name else baseline
-        extra = (
-            ""
-            if "floor" in name or "baseline" in name or name == "import anthropic"
-            else (f"{seconds - sdk:+.3f}")
-        )
-        print(f"{name:44} {seconds:8.3f} {extra:>9}")
-    print(f"interpreter floor {floor:.3f} s; pyrula's own share is the 'over SDK' column")
+    parser.add_argument("--before", metavar="REF", help="also measure this git revision")
+    options = parser.parse_args()
+    best: dict[tuple[str, str], tuple[float, float]] = {}
+
+    def keep(key: tuple[str, str], sample: tuple[float, float]) -> None:
+        wall, cpu = best.get(key, (float("inf"), float("inf")))
+        best[key] = (min(wall, sample[0]), min(cpu, sample[1]))
+
+    with tempfile.TemporaryDirectory() as name:
+        folder = Path(name)
+        trees: dict[str, Path | None] = {"now": None}
+        if options.before:
+            trees = {"before": _before_tree(options.before, folder), "now": None}
+        for i in range(options.rounds):
+            for case, code in SDK_CASES.items():
+                keep(("sdk", case), _run([sys.executable, "-c", code], env=_env(None), cwd=name))
+            for label, tree in trees.items():
+                for case, code in PYRULA_CASES.items():
+                    argv = [sys.executable, "-c", code]
+                    keep((label, case), _run(argv, env=_env(tree), cwd=name))
+                keep((label, WORKER), _worker_start(folder, i, tree))
+        foreign = {label: _foreign(tree, folder) for label, tree in trees.items()}
+
+    openai_wall, openai_cpu = best[("sdk", "import openai (baseline)")]
+    anthropic_wall, anthropic_cpu = best[("sdk", "import anthropic")]
+    print(f"best of {options.rounds} fresh interpreters (Python {sys.version.split()[0]}, "
+          f"load {os.getloadavg()[0]:.1f})")
+    print(f"{'case':46} {'code':>6} {'wall s':>7} {'cpu s':>6} {'x SDK (cpu)':>11}")
+    for (label, case), (wall, cpu) in best.items():
+        sdk_cpu = anthropic_cpu if "anthropic" in case else openai_cpu
+        ratio = "" if label == "sdk" else f"{cpu / sdk_cpu:.2f}"
+        print(f"{case:46} {label:>6} {wall:7.3f} {cpu:6.3f} {ratio:>11}")
+    print(f"import openai alone: {openai_wall:.3f} s wall, {openai_cpu:.3f} s cpu; "
+          f"import anthropic alone: {anthropic_wall:.3f} s wall, {anthropic_cpu:.3f} s cpu")
+    for label, found in foreign.items():
+        print(f"other SDKs loaded by `import pyrula.agents.compat.openai` ({label}): "
+              f"{', '.join(found) or 'none'}")
 
 
 if __name__ == "__main__":

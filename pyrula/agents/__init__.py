@@ -1,14 +1,14 @@
-"""Durable agents: `@agent` bodies with spend caps, `@tool`s, and the errors they raise."""
+"""Durable agents: `@agent` bodies with spend caps, `@tool`s, and the errors they raise.
 
-from pyrula.agents.llm import AnthropicLLM, BedrockLLM, GeminiLLM, OpenAILLM
-from pyrula.agents.native import (
-    Agent,
-    MCPServerHTTP,
-    MCPServerStdio,
-    NativeContext,
-    agent,
-    stream_to,
-)
+The native agent and its model clients (`Agent`, `OpenAILLM`, ...) load on first use, so a
+program that imports only a drop-in (`pyrula.agents.compat.openai`) does not pay for them.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from pyrula.errors import (
     BudgetExceeded,
     DurableInvocationCancelled,
@@ -18,6 +18,35 @@ from pyrula.errors import (
     UnjournaledSurface,
 )
 from pyrula.runtime import AgentContext, AgentLimits, LLMRate, ToolContext, tool
+
+if TYPE_CHECKING:
+    from pyrula.agents.llm import AnthropicLLM, BedrockLLM, GeminiLLM, OpenAILLM
+    from pyrula.agents.native import (
+        Agent,
+        MCPServerHTTP,
+        MCPServerStdio,
+        NativeContext,
+        agent,
+        stream_to,
+    )
+
+_LAZY = {
+    **dict.fromkeys(("AnthropicLLM", "BedrockLLM", "GeminiLLM", "OpenAILLM"), "pyrula.agents.llm"),
+    **dict.fromkeys(
+        ("Agent", "MCPServerHTTP", "MCPServerStdio", "NativeContext", "agent", "stream_to"),
+        "pyrula.agents.native",
+    ),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pyrula.agents' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "Agent",

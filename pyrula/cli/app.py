@@ -2,25 +2,59 @@
 
 from __future__ import annotations
 
+import importlib
 from importlib import metadata
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
-from pyrula.cli.demo import demo
-from pyrula.cli.import_vcr import import_vcr
-from pyrula.cli.journal import journal_app
-from pyrula.cli.mcp import mcp_app
-from pyrula.cli.proxy import proxy
-from pyrula.cli.runs import runs_app, worker
-from pyrula.cli.store import store_app
-from pyrula.cli.ui import ui
+from pyrula.cli.worker import worker
+
+# The commands that load when they are used: (module, its Typer app or command function). Each
+# pulls in rich and its own helpers, which `pyrula worker` (registered below) never needs.
+_LAZY: dict[str, tuple[str, str]] = {
+    "journal": ("pyrula.cli.journal", "journal_app"),
+    "runs": ("pyrula.cli.runs", "runs_app"),
+    "mcp": ("pyrula.cli.mcp", "mcp_app"),
+    "demo": ("pyrula.cli.demo", "demo"),
+    "proxy": ("pyrula.cli.proxy", "proxy"),
+    "store": ("pyrula.cli.store", "store_app"),
+    "ui": ("pyrula.cli.ui", "ui"),
+    "import-vcr": ("pyrula.cli.import_vcr", "import_vcr"),
+}
+
+
+class _LazyGroup(TyperGroup):
+    """The `pyrula` group: a command named in `_LAZY` is imported the first time it is asked
+    for (to run it, or to list it in `--help`)."""
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *(n for n in _LAZY if n not in self.commands)]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        found = super().get_command(ctx, cmd_name)
+        if found is not None or cmd_name not in _LAZY:
+            return found
+        module, attr = _LAZY[cmd_name]
+        target: Any = getattr(importlib.import_module(module), attr)
+        if isinstance(target, typer.Typer):
+            command: Any = typer.main.get_group(target)  # a group even with one command
+        else:
+            single = typer.Typer(add_completion=False)
+            single.command(cmd_name)(target)
+            command = typer.main.get_command(single)
+        command.name = cmd_name
+        self.add_command(command, cmd_name)
+        return command
+
 
 app = typer.Typer(
     name="pyrula",
     help="Record, replay and inspect model calls journaled by Pyrula.",
     no_args_is_help=True,
     add_completion=False,
+    cls=_LazyGroup,
 )
 
 
@@ -40,15 +74,7 @@ def _options(
     """Record, replay and inspect model calls journaled by Pyrula."""
 
 
-app.add_typer(journal_app, name="journal")
-app.add_typer(runs_app, name="runs")
-app.add_typer(mcp_app, name="mcp")
 app.command("worker")(worker)
-app.command("demo")(demo)
-app.command("proxy")(proxy)
-app.add_typer(store_app, name="store")
-app.command("ui")(ui)
-app.command("import-vcr")(import_vcr)
 
 
 def main() -> None:

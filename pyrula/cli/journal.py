@@ -6,24 +6,22 @@ is one line on stderr (a JSON object with `--json`) and exit code 1.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, TextIO
+from typing import Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
 
 from pyrula.cli import _har, _jsonl, _render
 from pyrula.cli._errors import BadExport, JournalCommandError
+from pyrula.cli._reporting import reported as _reported
 from pyrula.cli.store import damage_json as _damage_json
 from pyrula.cli.store import damage_text as _damage_text
-from pyrula.errors import PyrulaError
 from pyrula.inspection.compare import compare
 from pyrula.inspection.reassemble import reassemble
 from pyrula.inspection.records import (
@@ -66,32 +64,6 @@ SurfaceOption = Annotated[
     str | None,
     typer.Option("--surface", help="Only this surface (openai.chat, anthropic.messages, ...)."),
 ]
-
-
-@contextmanager
-def _reported(as_json: bool) -> Iterator[None]:
-    """Print a Pyrula error (or an unreadable/unwritable file) as one line; exit 1."""
-    try:
-        yield
-    except BrokenPipeError:
-        # The reader went away (`export | head`): stop quietly, as Unix tools do.
-        with suppress(OSError, ValueError, io.UnsupportedOperation):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        raise typer.Exit(1) from None
-    except (PyrulaError, OSError) as exc:
-        _fail(exc, as_json)
-
-
-def _fail(exc: Exception, as_json: bool) -> NoReturn:
-    text = str(exc)
-    if isinstance(exc, OSError) and exc.filename is not None:
-        text = f"cannot use {exc.filename}: {exc.strerror}"
-    message = " ".join(line.strip() for line in text.splitlines() if line.strip())
-    if as_json:
-        typer.echo(json.dumps({"error": type(exc).__name__, "message": message}), err=True)
-    else:
-        typer.echo(f"error: {message}", err=True)
-    raise typer.Exit(1)
 
 
 def _sorted(entries: list[Entry]) -> list[Entry]:

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from pyrula.cli.runs import worker
+from pyrula.cli.worker import worker
 
 mcp_app = typer.Typer(help="Serve Pyrula tools over MCP, each call a durable run.")
 

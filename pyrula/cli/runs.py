@@ -2,12 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
-import importlib
 import json
-import logging
-import signal
-import sys
 import time
 from typing import Annotated, Any
 
@@ -15,12 +10,11 @@ import typer
 from rich.table import Table
 
 from pyrula.cli._render import console, emit_json, local_time
-from pyrula.cli._worker_log import install as install_log
-from pyrula.cli._worker_log import say
-from pyrula.cli.journal import _reported
+from pyrula.cli._reporting import reported as _reported
 from pyrula.inspection.runs import answer_value, waiting
 from pyrula.journal.store import Store
-from pyrula.runtime import Event, RunStore, Worker, answer, cancel, fork, resume
+from pyrula.runtime import Event, RunStore, answer, cancel, fork, purge, resume
+from pyrula.runtime.retention import parse_duration
 
 runs_app = typer.Typer(help="Inspect and drive durable runs.", no_args_is_help=True)
 
@@ -156,95 +150,46 @@ def fork_run(
         _said(as_json, {"run": handle.id}, f"forked {run_id} at event {at} as {handle.id}")
 
 
+@runs_app.command("purge")
+def purge_runs(
+    older_than: Annotated[
+        str,
+        typer.Option(
+            "--older-than",
+            metavar="DURATION",
+            help="Purge runs that ended longer ago than this: 30d, 12h, 90m, 45s, 2w.",
+        ),
+    ],
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="List, delete nothing.")] = False,
+    store: StoreOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete ended runs (completed, failed, cancelled, over budget) older than DURATION, with
+    everything they hold, and expired idempotency tokens. Queued, running and parked runs are
+    never touched.
+
+    Example: pyrula runs purge --older-than 30d --dry-run
+    """
+    with _reported(as_json):
+        try:
+            seconds = parse_duration(older_than)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--older-than") from None
+        purged = purge(seconds, store=Store(store, create=False), dry_run=dry_run)
+        if as_json:
+            emit_json(purged.to_json())
+            return
+        verb = "would purge" if dry_run else "purged"
+        for run in purged.runs:
+            console().print(f"{verb} {run.id}  {run.name}  {run.status}  "
+                            f"ended {local_time(run.updated_at)}")
+        tokens = "" if dry_run else f", {purged.tokens} expired idempotency token(s)"
+        console().print(f"{verb} {len(purged.runs)} run(s) that ended over {older_than} ago"
+                        f"{tokens}")
+
+
 def _said(as_json: bool, data: dict[str, Any], text: str) -> None:
     if as_json:
         emit_json(data)
     else:
         console().print(text)
-
-
-def _import_or_exit(module: str) -> None:
-    """Import a module of workflows; a failure is one line naming the module, not a traceback."""
-    try:
-        importlib.import_module(module)
-    except Exception as exc:  # whatever the user's module raised while importing
-        where = ""
-        tb = exc.__traceback__
-        while tb is not None and tb.tb_next is not None:
-            tb = tb.tb_next
-        if tb is not None and not isinstance(exc, ModuleNotFoundError):
-            where = f" ({tb.tb_frame.f_code.co_filename}:{tb.tb_lineno})"
-        typer.echo(
-            f"pyrula worker: cannot import {module!r}: {type(exc).__name__}: {exc}{where}",
-            err=True,
-        )
-        raise typer.Exit(2) from None
-
-
-def worker(
-    imports: Annotated[
-        list[str],
-        typer.Option("--import", "-i", help="Module defining workflows/agents (repeatable)."),
-    ],
-    store: StoreOption = None,
-    lease_seconds: Annotated[float, typer.Option(help="Lease length; heartbeats renew it.")] = 15,
-    until_idle: Annotated[
-        bool, typer.Option(help="Exit once no run this worker can take is left.")
-    ] = False,
-    concurrency: Annotated[int, typer.Option(help="Runs executed at once.")] = 8,
-    create: Annotated[
-        bool, typer.Option("--create", help="Create the store if it does not exist yet.")
-    ] = False,
-    grace: Annotated[
-        float,
-        typer.Option(
-            "--grace",
-            metavar="SECONDS",
-            help="On Ctrl-C or SIGTERM, how long runs in flight get to finish before their "
-            "leases are released to another worker (a second Ctrl-C releases at once).",
-        ),
-    ] = 10,
-    quiet: Annotated[
-        bool, typer.Option("--quiet", "-q", help="No line per run; warnings only.")
-    ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Log JSON lines (one object per event) on stderr.")
-    ] = False,
-) -> None:
-    """Claim queued runs from the store and execute them, until stopped (Ctrl-C or SIGTERM:
-    drain, then release)."""
-    sys.path.insert(0, ".")
-    for module in imports:
-        _import_or_exit(module)
-    with _reported(False):
-        opened = Store(store, create=create)
-    install_log(as_json=as_json, quiet=quiet)
-    runner = Worker(
-        opened, lease_seconds=lease_seconds, concurrency=concurrency, grace_seconds=grace
-    )
-    names = sorted(runner.claimable())
-    say(
-        "started",
-        f"pyrula worker {runner.worker_id} on {runner.store.location} (lease {lease_seconds:g}s, "
-        f"{concurrency} at once, grace {grace:g}s): {', '.join(names) or 'no workflows'}",
-        worker=runner.worker_id,
-        store=str(runner.store.location),
-        workflows=names,
-    )
-
-    if not names:
-        say(
-            "no_workflows",
-            "no workflow or agent is imported, so this worker claims no run; pass --import "
-            "with the module that defines them",
-            level=logging.WARNING,
-        )
-
-    async def main() -> int:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, runner.stop)
-        return await runner.run(until_idle=until_idle)
-
-    executed = asyncio.run(main())
-    say("stopped", f"pyrula worker: {executed} attempt(s) executed", executed=executed)

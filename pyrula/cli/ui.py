@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from pyrula.cli.journal import _reported
+from pyrula.cli._reporting import reported as _reported
 from pyrula.errors import UIConfigError
 
 _NEEDED = ("starlette", "uvicorn", "jinja2", "multipart")

@@ -31,6 +31,7 @@ DATABASES = (
     "queue",
     "tokens",
     "flags",
+    "withheld",
 )
 _URL_SCHEMES = ("postgresql://", "postgres://")
 

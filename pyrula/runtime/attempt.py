@@ -97,9 +97,12 @@ class Attempt:
     def next_position(self, kind: str) -> str:
         return self._positions.next(current_run().scope.name, kind)
 
-    def write(self, kind: str, payload: dict[str, Any]) -> Event:
-        """Journal a fact of this attempt (fenced by its lease) and remember it."""
-        event = self.journal.append(self.run.id, self.lease, kind, payload)
+    def write(
+        self, kind: str, payload: dict[str, Any], *, withheld: dict[str, Any] | None = None
+    ) -> Event:
+        """Journal a fact of this attempt (fenced by its lease) and remember it; `withheld` is
+        what the event leaves out and its replay needs (`RunStore.withheld`)."""
+        event = self.journal.append(self.run.id, self.lease, kind, payload, withheld=withheld)
         self.remember([event])
         return event
 

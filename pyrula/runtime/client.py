@@ -14,6 +14,7 @@ from pyrula.errors import (
     RunError,
     RunExists,
     RunFailed,
+    RunNotFound,
     StepFailed,
 )
 from pyrula.journal.exchanges import Exchanges
@@ -23,6 +24,8 @@ from pyrula.journal.wakeups import WAKE_FALLBACK_SECONDS
 from pyrula.runtime.attempt import Attempt
 from pyrula.runtime.failures import rebuild_error
 from pyrula.runtime.registry import Definition
+from pyrula.runtime.retention import Purged, parse_duration
+from pyrula.runtime.retention import purge as purge_ended
 from pyrula.runtime.runstore import (
     CANCELLED,
     COMPLETED,
@@ -76,7 +79,13 @@ class RunHandle:
         return outcome_of(record)
 
 
-def outcome_of(record: RunRecord) -> Any:
+def outcome_of(record: RunRecord, withheld: dict[str, Any] | None = None) -> Any:
+    """The run's result, or its failure raised; `withheld` is what a run below the io capture
+    level kept apart (a parent run's replay reads its child's outcome from it)."""
+    if withheld is not None:
+        record = RunRecord.from_json(record.to_json())
+        record.result = withheld.get("result")
+        record.error = withheld.get("error", record.error)
     if record.status == COMPLETED:
         return record.result
     if record.status == CANCELLED:
@@ -206,8 +215,22 @@ def fork(run_id: str, at_seq: int, *, store: StoreLike = None) -> RunHandle:
         capture=source.capture,
         forked_from={"run": run_id, "at_seq": at_seq},
         seed_events=seeds,
+        seed_withheld={
+            str(payload["position"]): journal.withheld(run_id, str(payload["position"]))
+            for _kind, payload in seeds
+            if payload.get("withheld")
+        },
     )
     return RunHandle(record.id, journal)
+
+
+def purge(
+    older_than: float | str, *, store: StoreLike = None, dry_run: bool = False
+) -> Purged:
+    """Delete the runs that ended more than `older_than` ago (seconds, or `"30d"`, `"12h"`)
+    with their children, and the idempotency tokens past their TTL; `dry_run` only lists them.
+    A queued, running or parked run is never touched (`pyrula runs purge`)."""
+    return purge_ended(_journal(store), parse_duration(older_than), dry_run=dry_run)
 
 
 def submit_child(
@@ -224,6 +247,7 @@ def submit_child(
             {"args": list(args), "kwargs": kwargs},
             run_id=child_id,
             capture=attempt.run.capture,
+            options={"parent": attempt.run.id},
         )
 
 
@@ -235,7 +259,11 @@ async def child_result(attempt: Attempt, child_id: str, poll_seconds: float = 0.
         record = attempt.journal.get(child_id)
         if record.status in TERMINAL:
             _charge_parent(attempt, child_id)
-            return outcome_of(record)
+            kept = None
+            if record.capture != "io" and record.status in (COMPLETED, FAILED, "budget_exceeded"):
+                with contextlib.suppress(RunNotFound):  # a child ended before values were kept
+                    kept = attempt.journal.withheld(child_id, "run")
+            return outcome_of(record, kept)
         await _pause(wake, seen, poll_seconds)
 
 
@@ -272,6 +300,7 @@ __all__ = [
     "cancel",
     "fork",
     "outcome_of",
+    "purge",
     "resume",
     "signal",
     "submit",

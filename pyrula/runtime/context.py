@@ -14,7 +14,7 @@ from pyrula.runtime.attempt import Attempt, Park
 from pyrula.runtime.calls import current_run, enter_scope, in_scope
 from pyrula.runtime.failures import describe_error, rebuild_error
 from pyrula.runtime.positions import Scope
-from pyrula.runtime.runstore import to_json_value
+from pyrula.runtime.records import to_json_value
 
 T = TypeVar("T")
 
@@ -98,9 +98,12 @@ class WorkflowContext:
                     f"run {self.run_id}: {kind} {position} was {recorded.payload.get('name')!r} "
                     f"when journaled and is {name!r} now; a resumed run must take the same path"
                 )
+            kept = recorded.payload
+            if kept.get("withheld"):  # below the io capture level: the value was kept apart
+                kept = attempt.journal.withheld(self.run_id, position)
             if recorded.type.endswith(":done"):
-                return recorded.payload.get("result")
-            raise rebuild_error(recorded.payload.get("error", {}))
+                return kept.get("result")
+            raise rebuild_error(kept.get("error", {}))
         if before is not None:
             await before(position)
         outer = current_run().scope
@@ -113,15 +116,8 @@ class WorkflowContext:
                     break
                 except (BudgetExceeded, Exception) as exc:
                     if isinstance(exc, BudgetExceeded) or tries == retries:
-                        attempt.write(
-                            f"{kind}:error",
-                            {
-                                "position": position,
-                                "name": name,
-                                "error": describe_error(exc, capture=attempt.run.capture),
-                                **(extra or {}),
-                            },
-                        )
+                        payload = {"position": position, "name": name, **(extra or {})}
+                        _write_outcome(attempt, f"{kind}:error", payload, "error", exc)
                         raise
                     attempt.write(
                         f"{kind}:retry",
@@ -134,9 +130,8 @@ class WorkflowContext:
                     )
                     await asyncio.sleep(backoff * 2**tries)
                     attempt.check_cancel()
-        attempt.write(
-            f"{kind}:done", {"position": position, "name": name, "result": result, **(extra or {})}
-        )
+        payload = {"position": position, "name": name, **(extra or {})}
+        _write_outcome(attempt, f"{kind}:done", payload, "result", result)
         # Plain-function steps never suspend: yield once so the lease's heartbeat keeps running.
         await asyncio.sleep(0)
         return result
@@ -278,6 +273,24 @@ class WorkflowContext:
         result = await child_result(attempt, child_id)
         attempt.open_children.pop(child_id, None)
         return result
+
+
+def _write_outcome(
+    attempt: Attempt, kind: str, payload: dict[str, Any], field: str, value: Any
+) -> None:
+    """Journal a unit's outcome. At the `io` capture level its event holds the result (or the
+    failure in full); below it the event holds no result and only the failure's class, and the
+    value a replay needs is kept apart (`RunStore.withheld`), never shown with the events."""
+    if field == "error":
+        full = describe_error(value)
+        shown = describe_error(value, capture=attempt.run.capture)
+    else:
+        full = shown = value
+    if attempt.run.capture == "io":
+        attempt.write(kind, {**payload, field: full})
+    else:
+        hidden = {**payload, field: None if field == "result" else shown, "withheld": True}
+        attempt.write(kind, hidden, withheld={field: full})
 
 
 class AgentContext(WorkflowContext):

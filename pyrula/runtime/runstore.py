@@ -8,114 +8,48 @@ with the new owner's.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import struct
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
-from pyrula.errors import (
-    IdempotencyConflict,
-    RunAttemptEnded,
-    RunExists,
-    RunNotFound,
-)
-from pyrula.fingerprints import canonical_json
+from pyrula.errors import IdempotencyConflict, RunAttemptEnded, RunExists, RunNotFound
 from pyrula.journal.store import Store, Txn
 from pyrula.runtime.leases import HOST, lease_key, lease_value
 from pyrula.runtime.leases import lease_is_live as lease_is_live  # re-exported
+from pyrula.runtime.purging import RunPurging, purged_record
+from pyrula.runtime.records import (
+    BUDGET_EXCEEDED,
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    PARKED,
+    QUEUED,
+    RUNNING,
+    TERMINAL,
+    Event,
+    Lease,
+    RunRecord,
+    dump_json,
+    input_digest,
+)
 
 _SEQ = struct.Struct(">Q")
 
-QUEUED, RUNNING, PARKED = "queued", "running", "parked"
-COMPLETED, FAILED, CANCELLED, BUDGET_EXCEEDED = (
-    "completed",
-    "failed",
-    "cancelled",
-    "budget_exceeded",
-)
-TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, BUDGET_EXCEEDED})
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One journaled fact of a run, in order."""
-
-    seq: int
-    type: str
-    at: float
-    payload: dict[str, Any]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"seq": self.seq, "type": self.type, "at": self.at, "payload": self.payload}
-
-
-@dataclass(frozen=True, slots=True)
-class Lease:
-    worker: str
-    attempt: int
-
-
-@dataclass
-class RunRecord:
-    id: str
-    name: str
-    input: Any
-    status: str
-    created_at: float
-    updated_at: float
-    attempt: int = 0
-    lease: dict[str, Any] | None = None
-    cancel_requested: bool = False
-    wake_at: float | None = None
-    result: Any = None
-    error: dict[str, Any] | None = None
-    token: str | None = None
-    capture: str = "io"
-    options: dict[str, Any] = field(default_factory=dict)
-    forked_from: dict[str, Any] | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in self.__dataclass_fields__}
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> RunRecord:
-        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
-        return cls(**known)
-
-
-def _dump(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), default=_not_json).encode()
-
-
-def to_json_value(value: Any) -> Any:
-    """Check that a value can be journaled, the way it will come back on replay."""
-    return json.loads(_dump(value))
-
-
-def _not_json(value: Any) -> Any:
-    dump = getattr(value, "model_dump", None)
-    if callable(dump):
-        return dump(mode="json")
-    raise TypeError(
-        f"a {type(value).__name__} cannot be journaled: return JSON-compatible values "
-        "(dict, list, str, numbers, bool, None, or a pydantic model) from runs, steps and tools"
-    )
-
-
-def input_digest(value: Any) -> str:
-    return hashlib.sha256(canonical_json(json.loads(_dump(value)))).hexdigest()
 
 
 def _cancel_key(run_id: str) -> bytes:
     return b"cancel:" + run_id.encode()
 
 
-class RunStore:
+def _withheld_key(run_id: str, position: str) -> bytes:
+    return run_id.encode() + b"\x00" + position.encode()
+
+
+class RunStore(RunPurging):
     """The runs, events, queue and tokens databases of one store."""
 
     def __init__(self, store: Store) -> None:
@@ -127,6 +61,9 @@ class RunStore:
         # Small keys read on every step: who holds each run's lease, which runs are cancelled.
         self._flags = store.db("flags")
         self.next_due: float | None = None  # see `_due`
+        # What a run's events leave out below the `io` capture level and its replay still needs:
+        # read by the runtime only, never by `runs show` or an export, purged with the run.
+        self._withheld = store.db("withheld")
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -176,8 +113,10 @@ class RunStore:
         options: dict[str, Any] | None = None,
         forked_from: dict[str, Any] | None = None,
         seed_events: list[tuple[str, dict[str, Any]]] | None = None,
+        seed_withheld: dict[str, dict[str, Any]] | None = None,
     ) -> tuple[RunRecord, bool]:
-        """Queue a run; returns (record, created). A known token re-attaches to its run."""
+        """Queue a run; returns (record, created). A known token re-attaches to its run. A fork
+        passes its source's facts as `seed_events`, and what they withheld as `seed_withheld`."""
         digest = input_digest({"name": name, "input": input})
         new_id = run_id or f"run_{uuid.uuid4().hex[:20]}"
 
@@ -197,6 +136,8 @@ class RunStore:
                         existing = txn.get(token["run_id"].encode(), db=self._runs)
                         if existing is not None:
                             return RunRecord.from_json(json.loads(bytes(existing))), False
+                        if "purged" in token:  # the run outlived its retention, not its token
+                            return purged_record(token, idempotency_key, capture), False
             if txn.get(new_id.encode(), db=self._runs) is not None:
                 raise RunExists(
                     f"run {new_id!r} already exists; pass idempotency_key= to re-attach to it "
@@ -216,12 +157,14 @@ class RunStore:
             )
             if idempotency_key is not None:
                 token = {"run_id": new_id, "digest": digest, "expires": now + token_ttl}
-                txn.put(idempotency_key.encode(), _dump(token), db=self._tokens)
-            txn.put(new_id.encode(), _dump(record.to_json()), db=self._runs)
-            txn.put(new_id.encode(), _dump({"input": input}), db=self._queue)
+                txn.put(idempotency_key.encode(), dump_json(token), db=self._tokens)
+            txn.put(new_id.encode(), dump_json(record.to_json()), db=self._runs)
+            txn.put(new_id.encode(), dump_json({"input": input}), db=self._queue)
             facts = [("run:submitted", {"name": name}), *(seed_events or [])]
             for seq, (kind, payload) in enumerate(facts, start=1):
                 self._put_event(txn, new_id, seq, kind, payload, now)
+            for position, value in (seed_withheld or {}).items():
+                self._put_withheld(txn, new_id, position, value)
             txn.wake()  # a run is queued
             return record, True
 
@@ -292,7 +235,7 @@ class RunStore:
                 "attempt": run.attempt,
             }
             run.updated_at = now
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
             txn.put(lease_key(run.id), lease_value(worker, run.attempt), db=self._flags)
             return run
 
@@ -310,7 +253,7 @@ class RunStore:
             run = self._record(txn, run_id)
             assert run.lease is not None
             run.lease["expires"] = time.time() + ttl
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
 
         self.store.write(write, scope=(run_id,))
 
@@ -325,7 +268,7 @@ class RunStore:
             self.append_in(txn, run_id, "run:released", {"attempt": lease.attempt})
             txn.delete(lease_key(run_id), db=self._flags)
             run.status, run.lease, run.updated_at = QUEUED, None, time.time()
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
             txn.wake()  # claimable again
             return run
 
@@ -357,7 +300,7 @@ class RunStore:
             if run.status == PARKED:
                 run.wake_at = 0.0
             run.updated_at = time.time()
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
             txn.put(_cancel_key(run_id), b"1", db=self._flags)
             txn.wake()  # a cancel is requested
             return run
@@ -375,7 +318,7 @@ class RunStore:
             self.append_in(txn, run_id, "run:cancelled", {"terminated": True})
             run.status, run.lease, run.cancel_requested = CANCELLED, None, True
             run.updated_at = time.time()
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
             txn.put(_cancel_key(run_id), b"1", db=self._flags)
             txn.delete(lease_key(run_id), db=self._flags)
             txn.delete(run_id.encode(), db=self._queue)
@@ -390,15 +333,41 @@ class RunStore:
 
     # -- journaling -----------------------------------------------------------------------------
 
-    def append(self, run_id: str, lease: Lease | None, kind: str, payload: dict[str, Any]) -> Event:
-        """Append one event (fenced by `lease` when given) and commit it."""
+    def append(
+        self,
+        run_id: str,
+        lease: Lease | None,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        withheld: dict[str, Any] | None = None,
+    ) -> Event:
+        """Append one event (fenced by `lease` when given) and commit it; `withheld` is kept
+        apart, under the event's position, in the same commit (see `withheld`)."""
 
         def write(txn: Txn) -> Event:
             if lease is not None:
                 self.check_lease(txn, run_id, lease)
+            if withheld is not None:
+                self._put_withheld(txn, run_id, str(payload["position"]), withheld)
             return self.append_in(txn, run_id, kind, payload)
 
         return self.store.write(write, scope=(run_id,))
+
+    def withheld(self, run_id: str, position: str) -> dict[str, Any]:
+        """What the fact at `position` (or `"run"`, the run's outcome) kept out of its event
+        below the `io` capture level: the result or full error its replay needs."""
+        value = None
+        if self._withheld is not None:  # a store opened read-only before it had the table
+            with self.store.read() as txn:
+                value = txn.get(_withheld_key(run_id, position), db=self._withheld)
+        if value is None:
+            raise RunNotFound(f"run {run_id} has no withheld value at {position!r}")
+        data: dict[str, Any] = json.loads(bytes(value))
+        return data
+
+    def _put_withheld(self, txn: Txn, run_id: str, position: str, value: dict[str, Any]) -> None:
+        txn.put(_withheld_key(run_id, position), dump_json(value), db=self._withheld)
 
     def append_in(self, txn: Txn, run_id: str, kind: str, payload: dict[str, Any]) -> Event:
         prefix = run_id.encode() + b"\x00"
@@ -419,7 +388,7 @@ class RunStore:
     ) -> Event:
         event = Event(seq, kind, at, payload)
         key = run_id.encode() + b"\x00" + _SEQ.pack(seq)
-        txn.put(key, _dump(event.to_json()), db=self._events)
+        txn.put(key, dump_json(event.to_json()), db=self._events)
         return event
 
     def finish(
@@ -433,11 +402,15 @@ class RunStore:
         result: Any = None,
         error: dict[str, Any] | None = None,
         wake_at: float | None = None,
+        withheld: dict[str, Any] | None = None,
     ) -> Event:
-        """End an attempt: write its closing event and the run's new status in one commit."""
+        """End an attempt: write its closing event and the run's new status in one commit
+        (and, below the io capture level, its withheld outcome under `"run"`)."""
 
         def write(txn: Txn) -> Event:
             self.check_lease(txn, run_id, lease)
+            if withheld is not None:
+                self._put_withheld(txn, run_id, "run", withheld)
             run = self._record(txn, run_id)
             event = self.append_in(txn, run_id, kind, payload)
             txn.delete(lease_key(run_id), db=self._flags)
@@ -449,7 +422,7 @@ class RunStore:
                 run.result = result if run.capture == "io" else None
                 run.error = error
                 txn.delete(run_id.encode(), db=self._queue)
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
             txn.wake()  # parked or finished: a parent or a waiter may look again
             return event
 
@@ -466,7 +439,7 @@ class RunStore:
             for name, value in changes.items():
                 setattr(run, name, value)
             run.updated_at = time.time()
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
             return run
 
         return self.store.write(write, scope=(run_id,))
@@ -480,8 +453,8 @@ class RunStore:
                 raise RunNotFound(f"no run {run_id!r} in {self.store.location}")
             run = RunRecord.from_json(json.loads(bytes(raw)))
             run.status, run.error, run.updated_at = QUEUED, None, time.time()
-            txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
-            txn.put(run_id.encode(), _dump({"input": input}), db=self._queue)
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
+            txn.put(run_id.encode(), dump_json({"input": input}), db=self._queue)
             self.append_in(txn, run_id, "run:resumed", {})
             txn.wake()  # a run is queued
 
@@ -498,8 +471,26 @@ class RunStore:
             event = self.append_in(txn, run_id, kind, payload)
             if run.status == PARKED:
                 run.wake_at = time.time()
-                txn.put(run_id.encode(), _dump(run.to_json()), db=self._runs)
+                txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
                 txn.wake()  # answered: claimable again
             return event
 
         return self.store.write(write, scope=(run_id,))
+
+
+__all__ = [
+    "BUDGET_EXCEEDED",
+    "CANCELLED",
+    "COMPLETED",
+    "FAILED",
+    "HOST",
+    "PARKED",
+    "QUEUED",
+    "RUNNING",
+    "TERMINAL",
+    "Event",
+    "Lease",
+    "RunRecord",
+    "RunStore",
+    "lease_is_live",
+]

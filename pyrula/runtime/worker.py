@@ -27,6 +27,7 @@ from pyrula.errors import (
     ReplayInputChanged,
     RunAttemptEnded,
     RunNotFound,
+    StoreError,
     StoreFull,
     WorkflowNotRegistered,
 )
@@ -37,6 +38,7 @@ from pyrula.runtime.calls import running
 from pyrula.runtime.context import AgentContext, WorkflowContext
 from pyrula.runtime.failures import describe_error
 from pyrula.runtime.registry import lookup, registered
+from pyrula.runtime.retention import parse_duration, purge
 from pyrula.runtime.runstore import (
     BUDGET_EXCEEDED,
     CANCELLED,
@@ -65,6 +67,16 @@ class _Outcome:
     result: Any = None
     error: dict[str, Any] | None = None
     wake_at: float | None = None
+    # Below the io capture level: the result or whole failure, kept apart (`RunStore.withheld`).
+    withheld: dict[str, Any] | None = None
+
+
+def _failed(run: RunRecord, status: str, exc: BaseException) -> _Outcome:
+    error = describe_error(exc, capture=run.capture)
+    outcome = _Outcome(status, "run:error", {"error": error}, error=error)
+    if run.capture != "io":
+        outcome.withheld = {"error": describe_error(exc)}
+    return outcome
 
 
 class Worker:
@@ -80,7 +92,12 @@ class Worker:
         names: set[str] | None = None,
         concurrency: int = 8,
         grace_seconds: float = 10.0,
+        retention: float | str | None = None,
+        purge_every: float = 3600.0,
     ) -> None:
+        """`retention` (seconds, or `"30d"`): purge the runs that ended longer ago than that,
+        when the worker starts and every `purge_every` seconds (see `pyrula.runtime.retention`);
+        `None` keeps them."""
         self.store = store if isinstance(store, Store) else open_store(store)
         self.journal = RunStore(self.store)
         self.lease_seconds = lease_seconds
@@ -96,6 +113,10 @@ class Worker:
         self._attempts: dict[str, Attempt] = {}
         self._released: set[str] = set()
         self._cancelling = False  # past the grace period: an attempt not yet begun is released
+        self.retention = parse_duration(retention) if retention is not None else None
+        self.purge_every = purge_every
+        self._purging: asyncio.Future[None] | None = None
+        self._next_purge = 0.0
 
     def stop(self) -> None:
         """Stop claiming and drain; a second call releases the runs in flight at once."""
@@ -134,6 +155,7 @@ class Worker:
             await wake.start()
         try:
             while not self._stopping and (max_runs is None or executed < max_runs):
+                self._purge_when_due()
                 run = None
                 seen = wake.count if wake is not None else 0
                 if len(running) < self.concurrency:
@@ -150,10 +172,37 @@ class Worker:
                 running = await self._drain(running)
             while running:
                 _, running = await _settle(running, None)
+            if self._purging is not None:
+                await self._purging
         finally:
             for task in running:
                 task.cancel()
         return executed
+
+    def _purge_when_due(self) -> None:
+        """Start a purge on a thread when one is due and none is running (the runs in flight
+        keep their heartbeats meanwhile)."""
+        now = time.monotonic()
+        if self.retention is None or now < self._next_purge:
+            return
+        if self._purging is not None and not self._purging.done():
+            return
+        self._next_purge = now + self.purge_every
+        self._purging = asyncio.ensure_future(self._purge(self.retention))
+
+    async def _purge(self, retention: float) -> None:
+        try:
+            purged = await asyncio.to_thread(purge, self.journal, retention)
+        except StoreError as exc:
+            log.warning("retention: purge failed (%s); trying again later", exc,
+                        extra=_fields("purge_failed", error=type(exc).__name__))
+            return
+        if purged.runs or purged.tokens:
+            log.info(
+                "retention: purged %d run(s) ended over %gs ago, %d expired token(s)",
+                len(purged.runs), retention, purged.tokens,
+                extra=_fields("purged", runs=len(purged.runs), tokens=purged.tokens),
+            )
 
     async def _drain(self, running: set[asyncio.Task[None]]) -> set[asyncio.Task[None]]:
         """Give the runs in flight the grace period (cut short by a second `stop()`), then cancel
@@ -259,7 +308,7 @@ class Worker:
                 result = await task
                 outcome = _Outcome(COMPLETED, "run:done", {"result": result}, result=result)
                 if run.capture != "io":
-                    outcome.payload = {"result": None}
+                    outcome.payload, outcome.withheld = {"result": None}, {"result": result}
             except HandedOff:
                 self._release(run, lease, started)  # stopped at a boundary while draining
                 return
@@ -269,8 +318,7 @@ class Worker:
             except DurableInvocationCancelled:
                 outcome = _Outcome(CANCELLED, "run:cancelled", {})
             except BudgetExceeded as exc:
-                error = describe_error(exc, capture=run.capture)
-                outcome = _Outcome(BUDGET_EXCEEDED, "run:error", {"error": error}, error=error)
+                outcome = _failed(run, BUDGET_EXCEEDED, exc)
             except RunAttemptEnded:
                 _log_lost(run, lease)
                 return
@@ -288,8 +336,7 @@ class Worker:
                 if full is not None:
                     _log_store_full(run, lease, full)
                     return  # the disk's failure, not the run's: resumed once its lease lapses
-                error = describe_error(exc, capture=run.capture)
-                outcome = _Outcome(FAILED, "run:error", {"error": error}, error=error)
+                outcome = _failed(run, FAILED, exc)
             if run.id in self._released:  # the body swallowed the drain's cancellation
                 self._release(run, lease, started)
                 return
@@ -309,6 +356,7 @@ class Worker:
                     result=outcome.result,
                     error=outcome.error,
                     wake_at=outcome.wake_at,
+                    withheld=outcome.withheld,
                 )
             except RunAttemptEnded:
                 _log_lost(run, lease)

@@ -1,17 +1,19 @@
 """The four transports: httpx and httpx2, sync and async, each a thin type translation of the core.
 
 httpx2 is a fork of httpx with the same shapes under another module, so one set of helpers is
-written against "the library" and each adapter names which library it serves.
+written against "the library" and each adapter names which library it serves. The httpx pair
+lives in `httpx_adapters` and loads on first use (`HttpxTransport` here is looked up there), so
+a program on httpx2 alone (openai 3.x, anthropic 2.x) never imports httpx.
 """
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
 import httpx2
 
 from pyrula.fingerprints import Canonical
@@ -91,16 +93,26 @@ def _stream_classes(lib: ModuleType) -> tuple[type, type, type, type]:
     return SyncFrames, AsyncFrames, SyncTee, AsyncTee
 
 
-_STREAMS = {httpx: _stream_classes(httpx), httpx2: _stream_classes(httpx2)}
+# Each library's stream classes, made the first time an adapter of that library is built.
+_STREAMS: dict[ModuleType, tuple[type, type, type, type]] = {}
+
+
+def _streams(lib: ModuleType) -> tuple[type, type, type, type]:
+    found = _STREAMS.get(lib)
+    if found is None:
+        found = _STREAMS[lib] = _stream_classes(lib)
+    return found
 
 
 class _Adapter:
+    """What every journaling transport shares (`JournalTransport` names it for `isinstance`)."""
+
     _lib: ModuleType
 
     def __init__(self, inner: Any = None, *, session: Session | None = None) -> None:
         self._inner = inner
         self._session = session
-        self._sync_frames, self._async_frames, self._sync_tee, self._async_tee = _STREAMS[self._lib]
+        self._sync_frames, self._async_frames, self._sync_tee, self._async_tee = _streams(self._lib)
 
     def _replayed(self, plan: Replay, request: Any, *, sync: bool) -> Any:
         stream = (self._sync_frames if sync else self._async_frames)(plan.frames)
@@ -195,22 +207,6 @@ class _AsyncAdapter(_Adapter):
             await self._inner.aclose()
 
 
-class HttpxTransport(_SyncAdapter, httpx.BaseTransport):
-    """A journaling `httpx` transport (openai 2.x, anthropic 0.x): records or replays each call.
-
-    `inner` is the transport that really sends (default: `httpx.HTTPTransport()`); `session`
-    binds it to one cassette, else it follows the cassette or run active where it is called.
-    """
-
-    _lib = httpx
-
-
-class AsyncHttpxTransport(_AsyncAdapter, httpx.AsyncBaseTransport):
-    """The async twin of `HttpxTransport`."""
-
-    _lib = httpx
-
-
 class Httpx2Transport(_SyncAdapter, httpx2.BaseTransport):
     """A journaling `httpx2` transport (openai 3.x, anthropic 2.x, google-genai 3.x)."""
 
@@ -221,3 +217,26 @@ class AsyncHttpx2Transport(_AsyncAdapter, httpx2.AsyncBaseTransport):
     """The async twin of `Httpx2Transport`."""
 
     _lib = httpx2
+
+# Any of the four journaling transports, whichever library it serves.
+JournalTransport = _Adapter
+
+if TYPE_CHECKING:
+    from pyrula.transport.httpx_adapters import AsyncHttpxTransport, HttpxTransport
+
+_ON_HTTPX = frozenset({"HttpxTransport", "AsyncHttpxTransport"})
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ON_HTTPX:  # imports httpx: only a program that uses it gets here
+        return getattr(importlib.import_module("pyrula.transport.httpx_adapters"), name)
+    raise AttributeError(f"module 'pyrula.transport.adapters' has no attribute {name!r}")
+
+
+__all__ = [
+    "AsyncHttpx2Transport",
+    "AsyncHttpxTransport",
+    "Httpx2Transport",
+    "HttpxTransport",
+    "JournalTransport",
+]

@@ -77,3 +77,23 @@ def test_the_demo_refuses_a_postgresql_store_and_names_what_to_use(tmp_path):
     assert result.exit_code == 2
     assert "runs on a folder store only" in result.output
     assert "docs/scaling.md" in result.output
+def test_a_worker_starts_without_the_other_commands_rich_or_httpx(tmp_path):
+    # Issue 17: a worker's start imported every command, rich and httpx before claiming a run.
+    store = tmp_path / "s"
+    code = (
+        "import runpy, sys\n"
+        f"sys.argv = ['pyrula', 'worker', '--import', 'json', '--store', {str(store)!r},\n"
+        "            '--create', '--until-idle', '--quiet']\n"
+        "try:\n"
+        "    runpy.run_module('pyrula.cli.app', run_name='__main__')\n"
+        "except SystemExit as stop:\n"
+        "    assert not stop.code, stop.code\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'httpx')\n"
+        "             or m in ('pyrula.cli.journal', 'pyrula.cli.runs', 'pyrula.cli.proxy')))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert (store / "data.mdb").exists()  # it did start, on the store it was given

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -12,7 +13,7 @@ from pyrula.errors import (
     ReplayInputChanged,
     RunExists,
 )
-from pyrula.runtime import answer, cancel, fork, resume, signal, submit
+from pyrula.runtime import RunStore, answer, cancel, fork, resume, signal, submit
 from pyrula.workflows import WorkflowContext, workflow
 from tests.runtime.support import ask, async_openai, chat_upstream, drive, new_store, run_to_rest
 
@@ -247,3 +248,83 @@ def test_metadata_capture_keeps_no_input_or_result():
     assert record.status == "completed"
     assert record.input is None and record.result is None
     assert handle.events()[-1].payload == {"result": None}
+
+
+class Declined(Exception):
+    def __init__(self, card: str) -> None:
+        super().__init__(f"card {card} declined")
+        self.card = card
+
+
+def charge(card: str) -> str:
+    EFFECTS.append(f"charge {card}")
+    raise Declined(card)
+
+
+@workflow(name="withheld_steps")
+async def withheld_steps(ctx: WorkflowContext, customer: str) -> str:
+    profile = await ctx.step("profile", effect, f"profile of {customer}")
+    try:
+        await ctx.step("charge", charge, "4242-secret")
+    except Declined as declined:
+        caught = f"{type(declined).__name__}: {declined} ({declined.card})"
+    verdict = await ctx.interrupt("continue?")
+    return f"{profile} / {caught} / {verdict}"
+
+
+def test_metadata_capture_withholds_step_results_and_errors_yet_replays_them():
+    store = new_store()
+    handle = run_to_rest(withheld_steps, "alice", store=store, capture="metadata")
+    assert handle.record.status == "parked"
+    shown = json.dumps([e.payload for e in handle.events()])
+    assert "PROFILE OF ALICE" not in shown and "4242" not in shown and "alice" not in shown
+    done = next(e for e in handle.events() if e.type == "step:done")
+    assert done.payload["result"] is None and done.payload["withheld"] is True
+    error = next(e for e in handle.events() if e.type == "step:error").payload["error"]
+    assert set(error) == {"type", "module", "qualname"} and error["type"] == "Declined"
+
+    answer(handle.id, "go", store=store)
+    drive(store)
+    record = handle.record
+    assert record.status == "completed" and record.result is None
+    # The replay read the withheld result and the whole failure: same value, same branch.
+    assert EFFECTS == ["profile of alice", "charge 4242-secret"]
+    kept = RunStore(store).withheld(handle.id, "run")
+    caught = "Declined: card 4242-secret declined (4242-secret)"
+    assert kept == {"result": f"PROFILE OF ALICE / {caught} / go"}
+    assert "4242" not in json.dumps([e.payload for e in handle.events()])
+    resumed = [e for e in handle.events() if e.type in ("step:done", "step:error")]
+    assert len(resumed) == 2  # nothing journaled twice
+
+
+@workflow(name="withheld_child")
+async def withheld_child(ctx: WorkflowContext, n: int) -> int:
+    return await ctx.step("square", lambda: n * n)
+
+
+@workflow(name="withheld_parent")
+async def withheld_parent(ctx: WorkflowContext) -> int:
+    return 1 + await ctx.run_child(withheld_child, 7)
+
+
+def test_below_io_a_parent_still_gets_its_childs_withheld_result():
+    store = new_store()
+    handle = run_to_rest(withheld_parent, store=store, capture="metadata")
+    assert handle.record.status == "completed"
+    assert RunStore(store).withheld(handle.id, "run") == {"result": 50}
+    assert handle.events()[-1].payload == {"result": None}
+
+
+def test_below_io_a_fork_replays_the_withheld_results_it_was_seeded_with():
+    store = new_store()
+    source = run_to_rest(withheld_steps, "bob", store=store, capture="metadata")
+    assert source.record.status == "parked"
+    profile = next(e for e in source.events() if e.type == "step:done")
+    EFFECTS.clear()
+    branch = fork(source.id, profile.seq, store=store)
+    drive(store)
+    assert branch.record.status == "parked"
+    assert EFFECTS == ["charge 4242-secret"]  # the profile step replayed, not run again
+    assert RunStore(store).withheld(branch.id, profile.payload["position"]) == {
+        "result": "PROFILE OF BOB"
+    }

@@ -2,31 +2,36 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-import httpx
-import httpx2
+from pyrula.transport import adapters
 
-from pyrula.transport.adapters import (
-    AsyncHttpx2Transport,
-    AsyncHttpxTransport,
-    Httpx2Transport,
-    HttpxTransport,
+# The journal transport for a client, by the client's own class (openai 3.x takes either stack):
+# (HTTP library, its sync client's journal transport, its async client's). A library is looked
+# at only when it is already imported, as it is wherever one of its clients exists, so a
+# program on httpx2 never imports httpx here.
+_STACKS = (
+    ("httpx2", "Httpx2Transport", "AsyncHttpx2Transport"),
+    ("httpx", "HttpxTransport", "AsyncHttpxTransport"),
 )
 
-# The journal transport for a client, by the client's own class (openai 3.x takes either stack).
-_TRANSPORT_FOR: tuple[tuple[type, type], ...] = (
-    (httpx2.AsyncClient, AsyncHttpx2Transport),
-    (httpx2.Client, Httpx2Transport),
-    (httpx.AsyncClient, AsyncHttpxTransport),
-    (httpx.Client, HttpxTransport),
-)
-_JOURNAL_TRANSPORTS = (AsyncHttpx2Transport, AsyncHttpxTransport, Httpx2Transport, HttpxTransport)
+
+def _journal_transport_for(client: Any) -> Any:
+    for library, sync_name, async_name in _STACKS:
+        lib = sys.modules.get(library)
+        if lib is None:
+            continue
+        if isinstance(client, lib.AsyncClient):
+            return getattr(adapters, async_name)
+        if isinstance(client, lib.Client):
+            return getattr(adapters, sync_name)
+    return None
 
 
 def journal_http_client(client: Any, sdk: str) -> None:
     """Route `client`'s transport, and each transport it mounts, through the journal, in place."""
-    wrap = next((t for cls, t in _TRANSPORT_FOR if isinstance(client, cls)), None)
+    wrap = _journal_transport_for(client)
     if wrap is None:
         raise TypeError(
             f"http_client must be an httpx or httpx2 Client/AsyncClient, not "
@@ -34,12 +39,12 @@ def journal_http_client(client: Any, sdk: str) -> None:
             "`DefaultAsyncHttpxClient`) and pass that"
         )
     transport = client._transport
-    if not isinstance(transport, _JOURNAL_TRANSPORTS):
+    if not isinstance(transport, adapters.JournalTransport):
         client._transport = wrap(transport)
     client._mounts = {
         pattern: (
             mounted
-            if mounted is None or isinstance(mounted, _JOURNAL_TRANSPORTS)
+            if mounted is None or isinstance(mounted, adapters.JournalTransport)
             else wrap(mounted)
         )
         for pattern, mounted in client._mounts.items()

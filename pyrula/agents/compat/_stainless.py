@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import functools
 import inspect
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, TypeVar
-
-import httpx
-import httpx2
 
 from pyrula.agents.compat._frames import framed
 from pyrula.agents.compat._guard import CallRoute, Guard, missing_surface, no_refusal, unchanged
@@ -116,12 +114,22 @@ def _limited(
     return framed(fn, args, kwargs, outcomes, manager=manager, blocking=blocking, rate=rate)
 
 
-_CONNECT_FAILURES = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx2.ConnectError,
-    httpx2.ConnectTimeout,
-)
+def _connect_failure(exc: BaseException | None) -> bool:
+    """A connection that was never made (so nothing was sent), on whichever stack is loaded."""
+    for name in ("httpx2", "httpx"):
+        lib = sys.modules.get(name)
+        if lib is not None and isinstance(exc, (lib.ConnectError, lib.ConnectTimeout)):
+            return True
+    return False
+
+
+def _stack_of(http_client: Any) -> Any:
+    """The HTTP library (httpx2 or httpx) `http_client` is built on: its Request and Response."""
+    for name in ("httpx2", "httpx"):
+        lib = sys.modules.get(name)
+        if lib is not None and isinstance(http_client, (lib.Client, lib.AsyncClient)):
+            return lib
+    raise TypeError(f"{type(http_client).__name__} is neither an httpx nor an httpx2 client")
 
 
 class _StainlessOutcomes:
@@ -134,9 +142,7 @@ class _StainlessOutcomes:
 
     def sent_failure(self, exc: BaseException) -> dict[str, str] | None:
         sdk = self._client._pyrula_provider.sdk
-        if isinstance(exc, sdk.APIConnectionError) and not isinstance(
-            exc.__cause__, _CONNECT_FAILURES
-        ):
+        if isinstance(exc, sdk.APIConnectionError) and not _connect_failure(exc.__cause__):
             return {"type": type(exc).__name__, "message": str(exc)}
         return None
 
@@ -145,8 +151,7 @@ class _StainlessOutcomes:
         client = self._client
         sdk = client._pyrula_provider.sdk
         record = replayed.record
-        stack = (httpx2.Client, httpx2.AsyncClient)
-        lib: Any = httpx2 if isinstance(client._client, stack) else httpx
+        lib = _stack_of(client._client)
         request = lib.Request(record.method, record.url.split("?", 1)[0])
         failure = record.extra.get("failure")
         if isinstance(failure, dict):

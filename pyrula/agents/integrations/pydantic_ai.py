@@ -17,7 +17,9 @@ Streaming is partial by design: a streamed request is one journaled call, so the
 `event_stream_handler` receives the response's events (no deltas) once the call has completed,
 and again, rebuilt from the record, on a replay. A toolset passed to `agent.run(toolsets=...)`
 is refused inside a run. `requires_approval`, `writes=` and per-tool limits belong to Pyrula's
-`@tool` and do not apply to Pydantic AI tools. See docs/pydantic-ai.md.
+`@tool` and do not apply to Pydantic AI tools. Below the `io` capture level the units' results
+(model responses, tool returns) and their failures' messages stay out of the run's events, kept
+apart for the replay, as for any step. See docs/pydantic-ai.md.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from pydantic_ai.models import Model
 from pydantic_ai.tools import AgentDepsT, RunContext
 
 from pyrula.agents.integrations._pydantic_ai_units import model_request_unit, tool_unit
-from pyrula.errors import DurableInvocationCancelled, NotYetSupported
+from pyrula.errors import DurableInvocationCancelled
 from pyrula.runtime.calls import current_run
 
 __all__ = ["PyrulaDurability"]
@@ -52,17 +54,6 @@ def in_journaled_run() -> bool:
     """Whether a run's body is executing here, outside any step or tool body."""
     run = current_run()
     return run.in_run and run.scope.within == "run" and not run.bypassed
-
-
-def _refuse_withheld_results() -> None:
-    attempt = current_run().attempt
-    if attempt is not None and attempt.run.capture != "io":
-        raise NotYetSupported(
-            f"run {attempt.run.id} has capture={attempt.run.capture!r}: PyrulaDurability replays "
-            "a model response or tool result from the run's journal, and withholding them below "
-            "the io capture level is not built yet; submit the run with capture='io', or call "
-            "the provider through a journaled client (pyrula.agents.compat) in a plain body"
-        )
 
 
 class _PyrulaBackend(CallableOperationBackend[None]):
@@ -87,7 +78,6 @@ class _PyrulaBackend(CallableOperationBackend[None]):
         if isinstance(operation_id, EventStreamHandlerId) or not in_journaled_run():
             # The handler runs on every attempt: a replay hands it the rebuilt events again.
             return await body()
-        _refuse_withheld_results()
         if isinstance(operation_id, ModelRequestId):
             return await model_request_unit(name, operation_id.model_name, cache_key, body)
         return await tool_unit(name, body)

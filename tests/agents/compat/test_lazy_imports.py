@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -50,3 +51,24 @@ def test_importing_the_bedrock_module_without_boto3_names_the_extra():
     )
     assert done.returncode == 1
     assert 'pip install "pyrula[agents,bedrock]"' in done.stderr
+
+
+def test_the_openai_drop_in_loads_nothing_the_sdk_itself_does_not():
+    # Issue 17: the drop-in's import (and a worker's start) paid for anthropic, httpx (with its
+    # CLI's rich and pygments) and the native agents. It may add Pyrula's own core and LMDB only.
+    done = _python(
+        "import json, sys\n"
+        "import openai\n"
+        "before = set(sys.modules)\n"
+        "from pyrula.agents.compat.openai import AsyncOpenAI\n"
+        "AsyncOpenAI(api_key='sk-unused')\n"
+        "added = set(sys.modules) - before\n"
+        "print(json.dumps(sorted(added)))"
+    )
+    assert done.returncode == 0, done.stderr
+    added = set(json.loads(done.stdout))
+    packages = {m.split(".")[0] for m in added}
+    foreign = {"anthropic", "google", "boto3", "botocore", "httpx", "httpx2", "rich", "typer",
+               "click", "pygments", "mcp", "pydantic_ai", "langchain_core"}
+    assert packages & foreign == set()
+    assert not any(m.startswith(("pyrula.agents.native", "pyrula.agents.llm")) for m in added)

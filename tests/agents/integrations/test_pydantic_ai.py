@@ -17,7 +17,7 @@ from pyrula.agents import AgentLimits, agent
 from pyrula.agents.compat.openai import AsyncOpenAI as JournaledAsyncOpenAI
 from pyrula.agents.integrations import PyrulaDurability
 from pyrula.journal.store import Store
-from pyrula.runtime import RunStore, cancel, resume, submit
+from pyrula.runtime import RunStore, answer, cancel, resume, submit
 from pyrula.workflows import workflow
 from tests.agents.integrations.pydantic_ai_support import (
     TURNS,
@@ -334,21 +334,83 @@ def test_run_stream_and_the_event_handler_are_served_whole_and_replayed(tmp_path
 # -- capture below io ---------------------------------------------------------------------------
 
 
-def test_below_io_capture_the_agent_is_refused_and_the_error_keeps_only_its_type(tmp_path):
-    upstream = _upstream("openai")
+def _shown(store: Any, run_id: str) -> str:
+    """Everything a user sees of a run: its record and its events, as `runs show --json`."""
+    journal = RunStore(store)
+    events = [e.to_json() for e in journal.events(run_id)]
+    return json.dumps([journal.get(run_id).to_json(), events])
 
-    @workflow(name="pai_metadata")
+
+def test_below_io_results_are_withheld_and_a_killed_worker_replays_them(tmp_path):
+    def reply(seen: Seen) -> Script:
+        headers, frames = frames_for("openai", seen.json())
+        return Script(headers=headers, frames=frames, chunked=True)
+
+    for n in (2, 5):  # killed as the lookup tool starts, and again before the notify tool
+        (tmp_path / f"die-{n}").touch()
+    store_path = tmp_path / "store"
+    with Server(reply) as server:
+        store = Store(store_path)
+        handle = submit(
+            "pai_triage", "openai", server.url, str(tmp_path), store=store, capture="metadata"
+        )
+        exits = []
+        for _ in range(3):
+            worker = WorkerProcess(
+                store_path, "--until-idle", module="tests.agents.integrations.pydantic_ai_app"
+            )
+            exits.append(worker.exit_code())
+        journal = RunStore(store)
+        record = journal.get(handle.id)
+        assert record.status == "completed", (record.error, worker.stderr)
+        assert exits == [-9, -9, 0]
+        assert server.count() == len(TURNS)  # no model request sent twice
+        assert _effects(tmp_path) == ["notified T-42"]  # no tool effect repeated
+        shown = _shown(store, handle.id)
+        for text in ("printer is on fire", "owner notified", "T-42", '"ops"', "call_lookup"):
+            assert text not in shown  # no model output, tool result or answer in sight
+        units = [e for e in journal.events(handle.id) if e.type == "step:done"]
+        assert units and all(e.payload["result"] is None for e in units)
+        assert len(_events(store, handle.id, "llm:done")) == len(TURNS)  # still metered
+        assert journal.withheld(handle.id, "run") == {"result": VERDICT}
+        store.close()
+
+
+def test_below_io_a_failed_tool_keeps_only_its_type_and_replays_as_itself(tmp_path):
+    upstream = _upstream("openai")
+    ran: list[str] = []
+    caught: list[str] = []
+
+    @workflow(name="pai_metadata_failure")
     async def body(ctx: Any) -> str:
-        secret = "ticket body: the CEO's password is hunter2"
-        return (await triage_agent(_model("openai", upstream), str(tmp_path)).run(secret)).output
+        pai = Agent(
+            _model("openai", upstream), name="triage", capabilities=[PyrulaDurability()]
+        )
+
+        @pai.tool_plain
+        def lookup(ticket: str) -> str:
+            ran.append(ticket)
+            raise PermissionError("the CEO's password is hunter2")
+
+        try:
+            return (await pai.run("Triage ticket T-42")).output
+        except PermissionError as failure:
+            caught.append(str(failure))
+            await ctx.interrupt("retry by hand?")  # parks; the answer replays the failure
+            raise
 
     store = new_store()
     handle = submit(body, store=store, capture="metadata")
     drive(store)
+    assert RunStore(store).get(handle.id).status == "parked"
+    answer(handle.id, "no", store=store)
+    drive(store)
     record = RunStore(store).get(handle.id)
     assert record.status == "failed"
-    assert record.error["type"] == "NotYetSupported"
-    assert "message" not in record.error  # only the type is kept below io
-    assert upstream.calls == []
-    journal_text = json.dumps([e.payload for e in RunStore(store).events(handle.id)])
-    assert "hunter2" not in journal_text
+    assert ran == ["T-42"] and len(upstream.calls) == 1  # replayed: no second call or tool run
+    # The same class with the same message on the replay, though the events keep only its type.
+    assert caught == ["the CEO's password is hunter2"] * 2
+    failed = _events(store, handle.id, "step:error")[0].payload["error"]
+    assert set(failed) == {"type", "module", "qualname"} and failed["type"] == "PermissionError"
+    assert set(record.error) == {"type", "module", "qualname"}
+    assert "hunter2" not in _shown(store, handle.id)

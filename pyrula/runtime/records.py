@@ -1,0 +1,89 @@
+"""A run's record, its events and its lease as plain values, and how they are stored as JSON."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyrula.fingerprints import canonical_json
+
+QUEUED, RUNNING, PARKED = "queued", "running", "parked"
+COMPLETED, FAILED, CANCELLED, BUDGET_EXCEEDED = (
+    "completed",
+    "failed",
+    "cancelled",
+    "budget_exceeded",
+)
+TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, BUDGET_EXCEEDED})
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One journaled fact of a run, in order."""
+
+    seq: int
+    type: str
+    at: float
+    payload: dict[str, Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seq": self.seq, "type": self.type, "at": self.at, "payload": self.payload}
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    worker: str
+    attempt: int
+
+
+@dataclass
+class RunRecord:
+    id: str
+    name: str
+    input: Any
+    status: str
+    created_at: float
+    updated_at: float
+    attempt: int = 0
+    lease: dict[str, Any] | None = None
+    cancel_requested: bool = False
+    wake_at: float | None = None
+    result: Any = None
+    error: dict[str, Any] | None = None
+    token: str | None = None
+    capture: str = "io"
+    options: dict[str, Any] = field(default_factory=dict)
+    forked_from: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> RunRecord:
+        known = {k: v for k, v in data.items() if k in cls.__dataclass_fields__}
+        return cls(**known)
+
+
+def dump_json(value: Any) -> bytes:
+    return json.dumps(value, separators=(",", ":"), default=_not_json).encode()
+
+
+def to_json_value(value: Any) -> Any:
+    """Check that a value can be journaled, the way it will come back on replay."""
+    return json.loads(dump_json(value))
+
+
+def _not_json(value: Any) -> Any:
+    dump = getattr(value, "model_dump", None)
+    if callable(dump):
+        return dump(mode="json")
+    raise TypeError(
+        f"a {type(value).__name__} cannot be journaled: return JSON-compatible values "
+        "(dict, list, str, numbers, bool, None, or a pydantic model) from runs, steps and tools"
+    )
+
+
+def input_digest(value: Any) -> str:
+    return hashlib.sha256(canonical_json(json.loads(dump_json(value)))).hexdigest()
