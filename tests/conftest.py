@@ -38,6 +38,8 @@ def each_backend(request):
     support.BACKEND["name"] = "lmdb"
     while support.OPENED:
         support.OPENED.pop().close()
+
+
 @pytest.fixture
 def sample_project(pytester, monkeypatch):
     """A `pytester` project whose test runs import this repository's `tests.fakes` (in-process

@@ -17,6 +17,8 @@ from pyrula.workflows import WorkflowContext, workflow
 from tests.runtime.support import ask, async_openai, chat_upstream, drive, new_store
 
 UPSTREAM = chat_upstream()
+# Retention works on both backends (the PostgreSQL store inherits it through `Txn`).
+pytestmark = pytest.mark.usefixtures("each_backend")
 
 
 @workflow(name="retained_work")
@@ -148,9 +150,9 @@ def test_a_long_run_is_purged_in_bounded_transactions():
     commits: list[int] = []
     original = store.write
 
-    def counted(fn):
+    def counted(fn, **options):
         commits.append(1)
-        return original(fn)
+        return original(fn, **options)
 
     store.write = counted
     try:
@@ -178,7 +180,7 @@ def test_runs_purge_on_the_command_line():
     handle = submit(retained_work, 1, store=store)
     drive(store)
     runner = CliRunner()
-    args = ["runs", "purge", "--store", str(store.path), "--older-than", "0s"]
+    args = ["runs", "purge", "--store", store.location, "--older-than", "0s"]
     listed = runner.invoke(app, [*args, "--dry-run", "--json"])
     assert listed.exit_code == 0, listed.output
     report = json.loads(listed.output)
@@ -187,9 +189,9 @@ def test_runs_purge_on_the_command_line():
     done = runner.invoke(app, args)
     assert done.exit_code == 0 and "purged 1 run(s)" in done.output
     assert RunStore(store).find(handle.id) is None
-    bad = runner.invoke(app, ["runs", "purge", "--store", str(store.path), "--older-than", "soon"])
+    bad = runner.invoke(app, ["runs", "purge", "--store", store.location, "--older-than", "soon"])
     assert bad.exit_code == 2 and "30d" in bad.output
-    worker = runner.invoke(app, ["worker", "--import", "json", "--store", str(store.path),
+    worker = runner.invoke(app, ["worker", "--import", "json", "--store", store.location,
                                  "--until-idle", "--retention", "a month"])
     assert worker.exit_code == 2 and "--retention" in worker.output
 
