@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -63,8 +64,51 @@ def route_for(method: str, path: str) -> Canonicalizer:
     return generic.canonicalize
 
 
+# The request headers any canonicalizer reads (`parts.headers`): part of the cache key below. A
+# canonicalizer that starts reading another header must add it here.
+HEADERS_READ = (anthropic_messages.BETA_HEADER,)
+
+# Recent requests' canonical forms, keyed by everything a canonicalizer reads (method, URL, body,
+# HEADERS_READ): a repeated request (a replayed test's calls, a retry, the proxy's many clients
+# asking the same thing) skips parsing, stripping and hashing its body. Exact: the key is the
+# bytes themselves, compared in full on a hit. Bounded: bodies up to _CACHE_BODY_BYTES, at most
+# _CACHE_BYTES of them in all, oldest dropped first. The cached `Canonical` is shared between
+# calls, so nothing may change its `compared` or `meta` (nothing does).
+_CACHE_BODY_BYTES = 64 * 1024
+_CACHE_BYTES = 8 * 1024 * 1024
+_cache: dict[tuple[str, str, bytes, tuple[str | None, ...]], Canonical] = {}
+_cache_bytes = 0
+_cache_lock = threading.Lock()
+
+
 def canonicalize(parts: RequestParts) -> Canonical:
     """Fingerprint one request. Never raises, whatever the body holds."""
+    body = parts.body
+    if len(body) > _CACHE_BODY_BYTES:
+        return _canonicalize(parts)
+    key = (parts.method, parts.url, body, tuple(parts.headers.get(h) for h in HEADERS_READ))
+    canonical = _cache.get(key)
+    if canonical is None:
+        canonical = _canonicalize(parts)
+        _remember(key, canonical)
+    return canonical
+
+
+def _remember(key: tuple[str, str, bytes, tuple[str | None, ...]], canonical: Canonical) -> None:
+    global _cache_bytes
+    size = len(key[2]) + len(key[1]) + 256
+    with _cache_lock:
+        if key in _cache:
+            return
+        while _cache and _cache_bytes + size > _CACHE_BYTES:
+            oldest = next(iter(_cache))
+            del _cache[oldest]
+            _cache_bytes -= len(oldest[2]) + len(oldest[1]) + 256
+        _cache[key] = canonical
+        _cache_bytes += size
+
+
+def _canonicalize(parts: RequestParts) -> Canonical:
     canonicalizer = route_for(parts.method, split_url(parts.url).path)
     if canonicalizer is generic.canonicalize:
         return generic.canonicalize(parts)

@@ -35,6 +35,8 @@ from pyrula.journal.store import Store
 RECORD_FORMAT = 2
 PAGE_BYTES = 64 * 1024
 _U32 = struct.Struct(">I")
+_CRC_AND_LENGTH = struct.Struct(">II")
+_HEADER_DECODER = json.JSONDecoder()
 _CHECKED = 0xC5  # the first byte of a checksummed (format 2) value; format 1 starts with 0x00
 
 
@@ -369,21 +371,33 @@ def _readable(value: bytes | memoryview) -> ExchangeRecord | None:
 
 
 def _decode(value: bytes | memoryview, key: bytes | None = None) -> tuple[ExchangeRecord, bytes]:
+    # The replay hot path: the error text (naming the key) is built only when something is wrong.
     data = bytes(value)
-    where = f"the exchange of {describe_key(key)}" if key is not None else "a recorded exchange"
     checked = bool(data) and data[0] == _CHECKED
     if checked:
-        data = _verified(data[1:], where)
+        if len(data) < 9:
+            _verified(data[1:], _where(key))  # raises when the checksum is short or wrong
+            raise StoreCorrupt(f"{_where(key)} is truncated")
+        crc, length = _CRC_AND_LENGTH.unpack_from(data, 1)
+        if crc != zlib.crc32(memoryview(data)[5:]):
+            _verified(data[1:], _where(key))  # raises, naming the record
+        start = 9
     elif data[:1] != b"\x00":
-        raise StoreCorrupt(f"{where} is damaged (unknown layout); delete or re-record it")
-    if len(data) < 4:
-        raise StoreCorrupt(f"{where} is truncated")
-    (length,) = _U32.unpack_from(data, 0)
+        raise StoreCorrupt(f"{_where(key)} is damaged (unknown layout); delete or re-record it")
+    elif len(data) < 4:
+        raise StoreCorrupt(f"{_where(key)} is truncated")
+    else:
+        (length,) = _U32.unpack_from(data, 0)
+        start = 4
     try:
-        header = json.loads(data[4 : 4 + length])
+        header = _HEADER_DECODER.decode(data[start : start + length].decode())
         record = ExchangeRecord.from_json(header)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise StoreCorrupt(f"{where}: its header is damaged ({exc})") from exc
+        raise StoreCorrupt(f"{_where(key)}: its header is damaged ({exc})") from exc
     if (record.format >= 2) != checked:
-        raise StoreCorrupt(f"{where}: its header's format does not match its layout")
-    return record, data[4 + length :]
+        raise StoreCorrupt(f"{_where(key)}: its header's format does not match its layout")
+    return record, data[start + length :]
+
+
+def _where(key: bytes | None) -> str:
+    return f"the exchange of {describe_key(key)}" if key is not None else "a recorded exchange"
