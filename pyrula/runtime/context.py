@@ -113,7 +113,7 @@ class WorkflowContext:
                     break
                 except (BudgetExceeded, Exception) as exc:
                     if isinstance(exc, BudgetExceeded) or tries == retries:
-                        attempt.write(
+                        await attempt.awrite(
                             f"{kind}:error",
                             {
                                 "position": position,
@@ -123,7 +123,7 @@ class WorkflowContext:
                             },
                         )
                         raise
-                    attempt.write(
+                    await attempt.awrite(
                         f"{kind}:retry",
                         {
                             "name": name,
@@ -134,11 +134,11 @@ class WorkflowContext:
                     )
                     await asyncio.sleep(backoff * 2**tries)
                     attempt.check_cancel()
-        attempt.write(
+        await attempt.awrite(
             f"{kind}:done", {"position": position, "name": name, "result": result, **(extra or {})}
         )
-        # Plain-function steps never suspend: yield once so the lease's heartbeat keeps running.
-        await asyncio.sleep(0)
+        # The commit above is awaited (group commit), so even a plain-function step suspends
+        # here and the lease's heartbeat keeps running.
         return result
 
     # -- threads ---------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,6 +28,7 @@ from pyrula.errors import (
     RunNotFound,
 )
 from pyrula.fingerprints import canonical_json
+from pyrula.journal.group_commit import group_commit
 from pyrula.journal.store import Store
 
 _SEQ = struct.Struct(">Q")
@@ -380,13 +381,25 @@ class RunStore:
 
     def append(self, run_id: str, lease: Lease | None, kind: str, payload: dict[str, Any]) -> Event:
         """Append one event (fenced by `lease` when given) and commit it."""
+        return self.store.write(self._appending(run_id, lease, kind, payload))
 
+    async def append_grouped(
+        self, run_id: str, lease: Lease | None, kind: str, payload: dict[str, Any]
+    ) -> Event:
+        """`append`, committed together with the writes other runs on this event loop queue
+        meanwhile (one transaction, one flush: `pyrula.journal.group_commit`); returns once
+        the event is committed, as `append` does."""
+        return await group_commit(self.store).write(self._appending(run_id, lease, kind, payload))
+
+    def _appending(
+        self, run_id: str, lease: Lease | None, kind: str, payload: dict[str, Any]
+    ) -> Callable[[lmdb.Transaction], Event]:
         def write(txn: lmdb.Transaction) -> Event:
             if lease is not None:
                 self.check_lease(txn, run_id, lease)
             return self.append_in(txn, run_id, kind, payload)
 
-        return self.store.write(write)
+        return write
 
     def append_in(
         self, txn: lmdb.Transaction, run_id: str, kind: str, payload: dict[str, Any]

@@ -244,3 +244,26 @@ def test_metadata_capture_keeps_no_input_or_result():
     assert record.status == "completed"
     assert record.input is None and record.result is None
     assert handle.events()[-1].payload == {"result": None}
+
+
+@workflow(name="count_steps")
+async def count_steps(ctx: WorkflowContext, run: int, n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += await ctx.step(f"s{i}", lambda i=i: i)
+    return total
+
+
+def test_concurrent_runs_of_a_worker_share_commits_and_each_journals_every_step():
+    store = new_store()
+    runs, steps = 8, 15
+    handles = [submit(count_steps, r, steps, store=store) for r in range(runs)]
+    before = store.env.info()["last_txnid"]
+    drive(store)
+    transactions = store.env.info()["last_txnid"] - before
+    for handle in handles:
+        assert handle.record.status == "completed" and handle.record.result == sum(range(steps))
+        done = [e for e in handle.events() if e.type == "step:done"]
+        assert [e.payload["position"] for e in done] == [f"main/step{i}" for i in range(steps)]
+    # The step facts of runs executing at once were committed in groups, not one by one.
+    assert transactions < runs * steps
