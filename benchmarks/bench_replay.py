@@ -30,7 +30,11 @@ hides: what a proxy, or a test suite replaying thousands of calls, pays. `--only
 `--callgrind` also counts instructions per call under valgrind (one child process, after the same
 set-up and warm-up; see `_common.callgrind_segments`): the raw floor, raw pyrula, the SDK floor and
 SDK pyrula, each over `--block` calls, each ratio against its floor from the same child. Load on
-the machine does not change these counts.
+the machine does not change these counts. Those replays repeat requests and records the process
+has seen (as a suite replaying its cassettes does), so pyrula's caches of canonical forms and
+decoded records hit; a last pair replays `--block` distinct requests, each record read for the
+first time in the process, against the raw floor sending the same distinct requests: the cost
+with every cache missing.
 
 Run: python benchmarks/bench_replay.py [--rounds 5] [--calls 1000] [--block 100] [--profile]
      [--callgrind]
@@ -96,8 +100,17 @@ RAW_REQUEST = json.dumps({"messages": MESSAGES, "model": MODEL}).encode()
 RAW_HEADERS = {"content-type": "application/json", "authorization": f"Bearer {API_KEY}"}
 
 
-def raw_call(client: httpx.Client) -> bytes:
-    return client.post(RAW_URL, content=RAW_REQUEST, headers=RAW_HEADERS).content
+def raw_call(client: httpx.Client, request: bytes = RAW_REQUEST) -> bytes:
+    return client.post(RAW_URL, content=request, headers=RAW_HEADERS).content
+
+
+def cold_requests(count: int) -> list[bytes]:
+    """`count` distinct raw requests: replayed once each, they hit no cache of pyrula's."""
+    return [
+        json.dumps({"messages": [*MESSAGES, {"role": "user", "content": f"Ping {i}?"}],
+                    "model": MODEL}).encode()
+        for i in range(count)
+    ]
 
 
 def response_json(content: str) -> bytes:
@@ -195,6 +208,9 @@ def main() -> None:
         with pyrula.cassette("raw", mode="all", store=setup_store):
             for _ in range(block):
                 assert raw_call(raw_pyrula) == BODY
+        with pyrula.cassette("raw-cold", mode="all", store=setup_store):
+            for request in cold_requests(block):
+                assert raw_call(raw_pyrula, request) == BODY
         for surface, ask in SURFACES.items():
             with pyrula.cassette(surface, mode="all", store=setup_store):
                 for _ in range(block):
@@ -301,9 +317,18 @@ def main() -> None:
         per_op = {name: count / block for name, count in zip(CG_VARIANTS, counts, strict=True)}
         raw_rows = {k: v for k, v in per_op.items() if k.startswith("raw")}
         sdk_rows = {k: v for k, v in per_op.items() if k.startswith("SDK")}
+        cold_rows = {k: v for k, v in per_op.items() if k.startswith("cold")}
         title = f"instructions per replayed call (callgrind, {block} calls after warm-up)"
         console.print(instructions_table(title + ", raw httpx.Client", raw_rows, CG_VARIANTS[0]))
         console.print(instructions_table(title + ", openai SDK", sdk_rows, CG_VARIANTS[2]))
+        console.print(
+            instructions_table(
+                f"instructions per replayed call, {block} distinct requests each replayed once "
+                "(no cache hit: canonical forms and records are new to the process)",
+                cold_rows,
+                CG_VARIANTS[4],
+            )
+        )
         store = pyrula.Store(store_path)
 
     if opts.profile:
@@ -356,6 +381,8 @@ CG_VARIANTS = (
     "raw pyrula: HttpxTransport replay",
     "SDK floor: chat.completions.create over MockTransport",
     "SDK pyrula: chat.completions.create replay",
+    "cold raw floor: distinct requests, bare MockTransport",
+    "cold raw pyrula: distinct requests, each record's first replay in the process",
 )
 
 
@@ -383,12 +410,24 @@ def callgrind_child(store_path: str, block: int) -> None:
         assert cas.stats.replayed == block
         return block
 
+    def cold_floor() -> int:
+        for request in cold_requests(block):
+            raw_call(raw_floor, request)
+        return block
+
+    def cold_replay() -> int:
+        with pyrula.cassette("raw-cold", mode="none", store=store) as cas:
+            for request in cold_requests(block):
+                raw_call(raw_pyrula, request)
+        assert cas.stats.replayed == block
+        return block
+
     raw = list(raw_variants(store, raw_floor, raw_pyrula, block).values())
     segments = [*raw, sdk_floor, sdk_replay]
     for fn in segments:  # warm twice: caches, the store's pages, the SDK's lazy imports
         fn()
     cg_mark()
-    for fn in segments:
+    for fn in [*segments, cold_floor, cold_replay]:  # the cold pair runs once: first reads
         fn()
         cg_mark()
     store.close()

@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import struct
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -139,6 +140,31 @@ def _unpack(page: bytes | memoryview) -> Iterator[bytes]:
         offset += length
 
 
+# Recently read records, keyed by their stored bytes (header, checksum and first page): reading
+# the same recording again (a test suite replaying a cassette repeatedly, the proxy answering
+# many clients) skips checking and decoding it. Exact: a hit compares every byte, so a record
+# changed in any way is decoded afresh. Bounded: values up to _DECODED_VALUE_BYTES, at most
+# _DECODED_BYTES in all, oldest dropped first. The cached record is shared: nothing may change
+# its `headers` or `extra` (nothing does).
+_DECODED_VALUE_BYTES = 16 * 1024
+_DECODED_BYTES = 8 * 1024 * 1024
+_decoded: dict[bytes, tuple[ExchangeRecord, bytes]] = {}
+_decoded_bytes = 0
+_decoded_lock = threading.Lock()
+
+
+def _remember_decoded(value: bytes, found: tuple[ExchangeRecord, bytes]) -> None:
+    global _decoded_bytes
+    with _decoded_lock:
+        if value in _decoded:
+            return
+        while _decoded and _decoded_bytes + len(value) > _DECODED_BYTES:
+            _decoded_bytes -= len(oldest := next(iter(_decoded)))
+            del _decoded[oldest]
+        _decoded[value] = found
+        _decoded_bytes += len(value)
+
+
 def _page_key(record_id: str, page: int) -> bytes:
     return bytes.fromhex(record_id) + _U32.pack(page)
 
@@ -154,11 +180,16 @@ class Exchanges:
 
     def get(self, key: bytes) -> tuple[ExchangeRecord, bytes] | None:
         """The record under `key` and its first page, from one read."""
-        with self.store.read() as txn:
-            value = txn.get(key, db=self._db)
-            if value is None:
-                return None
+        value = self.store.get(self._db, key)
+        if value is None:
+            return None
+        if len(value) > _DECODED_VALUE_BYTES:
             return _decode(value, key)
+        found = _decoded.get(value)
+        if found is None:
+            found = _decode(value, key)
+            _remember_decoded(value, found)
+        return found
 
     def frames(self, record: ExchangeRecord, first_page: bytes) -> Iterator[bytes]:
         """The reply's frames in order, one page in memory at a time."""

@@ -246,6 +246,22 @@ class Store:
         except lmdb.Error as exc:
             raise self._failure(exc) from exc
 
+    def get(self, db: Any, key: bytes) -> bytes | None:
+        """One value, read in a transaction of its own (the replay path: `read` without the
+        context manager's cost); errors as `read` raises them."""
+        try:
+            try:
+                txn = self.env.begin(db=db)
+            except lmdb.MapResizedError:
+                self.env.set_mapsize(0)
+                txn = self.env.begin(db=db)
+            try:
+                return txn.get(key)
+            finally:
+                txn.abort()
+        except lmdb.Error as exc:
+            raise self._failure(exc) from exc
+
     def _failure(self, exc: lmdb.Error) -> StoreError:
         """The typed error for an LMDB failure: a full disk, or damage."""
         if isinstance(exc, lmdb.DiskError) or _disk_is_full(exc):
