@@ -235,11 +235,7 @@ class Store:
     def read(self) -> Iterator[lmdb.Transaction]:
         """A read transaction, as a context manager; damage found while reading raises
         `StoreCorrupt` naming the store, never a bare `lmdb` error."""
-        try:
-            txn = self.env.begin(write=False)
-        except lmdb.MapResizedError:
-            self.env.set_mapsize(0)
-            txn = self.env.begin(write=False)
+        txn = self._begin()
         try:
             with txn:
                 yield txn
@@ -249,18 +245,22 @@ class Store:
     def get(self, db: Any, key: bytes) -> bytes | None:
         """One value, read in a transaction of its own (the replay path: `read` without the
         context manager's cost); errors as `read` raises them."""
+        txn = self._begin(db)
         try:
-            try:
-                txn = self.env.begin(db=db)
-            except lmdb.MapResizedError:
-                self.env.set_mapsize(0)
-                txn = self.env.begin(db=db)
-            try:
-                return txn.get(key)
-            finally:
-                txn.abort()
+            value = txn.get(key)
+            return None if value is None else bytes(value)
         except lmdb.Error as exc:
             raise self._failure(exc) from exc
+        finally:
+            txn.abort()
+
+    def _begin(self, db: Any = None) -> lmdb.Transaction:
+        """A read transaction; after another process grew the map, at its new size."""
+        try:
+            return self.env.begin(db=db)
+        except lmdb.MapResizedError:
+            self.env.set_mapsize(0)
+            return self.env.begin(db=db)
 
     def _failure(self, exc: lmdb.Error) -> StoreError:
         """The typed error for an LMDB failure: a full disk, or damage."""

@@ -15,8 +15,9 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import lmdb
@@ -381,25 +382,16 @@ class RunStore:
 
     def append(self, run_id: str, lease: Lease | None, kind: str, payload: dict[str, Any]) -> Event:
         """Append one event (fenced by `lease` when given) and commit it."""
-        return self.store.write(self._appending(run_id, lease, kind, payload))
+        return self.store.write(partial(self._append_fenced, run_id, lease, kind, payload))
 
-    async def append_grouped(
-        self, run_id: str, lease: Lease | None, kind: str, payload: dict[str, Any]
-    ) -> Event:
-        """`append`, committed together with the writes other runs on this event loop queue
-        meanwhile (one transaction, one flush: `pyrula.journal.group_commit`); returns once
-        the event is committed, as `append` does."""
-        return await group_commit(self.store).write(self._appending(run_id, lease, kind, payload))
+    async def append_grouped(self, run_id: str, *fact: Any) -> Event:
+        """`append(run_id, lease, kind, payload)`, group-committed (`journal.group_commit`)."""
+        return await group_commit(self.store).write(partial(self._append_fenced, run_id, *fact))
 
-    def _appending(
-        self, run_id: str, lease: Lease | None, kind: str, payload: dict[str, Any]
-    ) -> Callable[[lmdb.Transaction], Event]:
-        def write(txn: lmdb.Transaction) -> Event:
-            if lease is not None:
-                self.check_lease(txn, run_id, lease)
-            return self.append_in(txn, run_id, kind, payload)
-
-        return write
+    def _append_fenced(self, run_id: str, lease: Any, kind: str, payload: Any, txn: Any) -> Event:
+        if lease is not None:
+            self.check_lease(txn, run_id, lease)
+        return self.append_in(txn, run_id, kind, payload)
 
     def append_in(
         self, txn: lmdb.Transaction, run_id: str, kind: str, payload: dict[str, Any]
