@@ -15,9 +15,8 @@ import socket
 import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Any
 
 import lmdb
@@ -382,16 +381,18 @@ class RunStore:
 
     def append(self, run_id: str, lease: Lease | None, kind: str, payload: dict[str, Any]) -> Event:
         """Append one event (fenced by `lease` when given) and commit it."""
-        return self.store.write(partial(self._append_fenced, run_id, lease, kind, payload))
+        return self.store.write(self._fenced(run_id, lease, kind, payload))
 
     async def append_grouped(self, run_id: str, *fact: Any) -> Event:
         """`append(run_id, lease, kind, payload)`, group-committed (`journal.group_commit`)."""
-        return await group_commit(self.store).write(partial(self._append_fenced, run_id, *fact))
+        return await group_commit(self.store).write(self._fenced(run_id, *fact))
 
-    def _append_fenced(self, run_id: str, lease: Any, kind: str, payload: Any, txn: Any) -> Event:
-        if lease is not None:
-            self.check_lease(txn, run_id, lease)
-        return self.append_in(txn, run_id, kind, payload)
+    def _fenced(self, run_id: str, lease: Any, kind: str, payload: Any) -> Callable[[Any], Event]:
+        def write(txn: lmdb.Transaction) -> Event:
+            if lease is not None:
+                self.check_lease(txn, run_id, lease)
+            return self.append_in(txn, run_id, kind, payload)
+        return write
 
     def append_in(
         self, txn: lmdb.Transaction, run_id: str, kind: str, payload: dict[str, Any]
