@@ -253,3 +253,75 @@ def header(name: str, rounds: int, **extra: Any) -> None:
         **extra,
     }
     console.print(", ".join(f"{k} {v}" for k, v in facts.items()))
+
+
+# -- instruction counts (callgrind) ----------------------------------------------------------------
+#
+# Wall and CPU time move with the machine's load; instruction counts do not. A benchmark's
+# `--callgrind` runs it again as a child under `valgrind --tool=callgrind --dump-before=getppid`:
+# the child sets up and warms every variant, then calls `cg_mark()` (`os.getppid()`, which nothing
+# else on these paths calls) before and after each measured segment. Callgrind dumps its counters
+# (and zeroes them) at every mark, so each dump between two marks holds exactly one segment's
+# instructions: one valgrind run measures every variant, baseline included.
+
+CALLGRIND_CHILD = "--callgrind-child"
+
+
+def cg_mark() -> None:
+    """The boundary of a measured segment in a callgrind child (see above)."""
+    os.getppid()
+
+
+def callgrind_segments(script: str, *args: str) -> list[int]:
+    """Run `script --callgrind-child *args` under callgrind; instructions of each segment.
+
+    The child calls `cg_mark()` once before its first segment and once after each one; segment
+    k is dump k + 2 (dump 1 is everything up to the first mark: imports, setup, warm-up).
+    """
+    import subprocess
+    import sys
+
+    if shutil.which("valgrind") is None:
+        raise SystemExit("--callgrind needs valgrind (apt-get install valgrind)")
+    out = Path(tempfile.mkdtemp(prefix="pyrula-bench-cg-"))
+    try:
+        command = [
+            "valgrind",
+            "--tool=callgrind",
+            "--dump-before=getppid",
+            f"--callgrind-out-file={out}/cg.out",
+            sys.executable,
+            script,
+            CALLGRIND_CHILD,
+            *args,
+        ]
+        env = {**os.environ, "PYTHONHASHSEED": "0"}
+        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"callgrind child failed ({done.returncode}):\n{done.stderr[-4000:]}")
+        counts = []
+        dumps = sorted(out.glob("cg.out.*"), key=lambda p: int(p.suffix[1:]))
+        for dump in dumps[1:]:
+            for line in dump.read_text().splitlines():
+                if line.startswith("summary:"):
+                    counts.append(int(line.split()[1]))
+                    break
+        return counts
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def instructions_table(title: str, per_op: dict[str, float], baseline: str) -> Table:
+    """Instructions per operation and their ratio to `baseline` (measured in the same child)."""
+    table = Table(title=title, title_justify="left")
+    table.add_column("variant")
+    table.add_column("instructions/op", justify="right")
+    table.add_column("x base", justify="right")
+    table.add_column("added/op", justify="right")
+    base = per_op[baseline]
+    for name, count in per_op.items():
+        table.add_row(
+            name, f"{count / 1e3:,.0f}k", f"[bold]{count / base:.3f}[/bold]",
+            f"{(count - base) / 1e3:+,.0f}k",
+        )
+    return table

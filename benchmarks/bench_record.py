@@ -9,12 +9,24 @@ Variants, each making the same 1,000 distinct calls per round (one cassette per 
 * vcrpy: `use_cassette(<temp YAML>, record_mode="all")` (it patches
   `httpx.MockTransport.handle_request`), including writing the YAML when the block ends.
 
-Run: python benchmarks/bench_record.py [--rounds 5] [--calls 1000]
+A second table records against a live provider on loopback instead: a server in its own process
+on 127.0.0.1 (HTTP/1.1, keep-alive) answers every chat completion. Its floor is the same calls
+with no recorder, over the network stack's own transport; pyrula records each one on the default
+`Store` (fsync per committed exchange) and, when this pyrula has it, on `Store(metasync=False)`
+(one device flush per commit; see docs/runs.md). Both with a raw `httpx.Client` posting the
+request bytes (no SDK: the transport's own cost) and through the openai SDK. `--no-loopback`
+skips it.
+
+Run: python benchmarks/bench_record.py [--rounds 5] [--calls 1000] [--no-loopback]
 """
 
 from __future__ import annotations
 
+import inspect
 import itertools
+import json
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +34,7 @@ from typing import Any
 import httpx
 import vcr
 from _common import (
+    API_KEY,
     MODEL,
     completion_json,
     console,
@@ -43,9 +56,14 @@ BODY = completion_json(text_of(300, "Recorded answer."))
 def main() -> None:
     args = parser(__doc__.splitlines()[0], rounds=5)
     args.add_argument("--calls", type=int, default=1000)
+    args.add_argument("--no-loopback", action="store_true", help="skip the live loopback rows")
+    args.add_argument("--only-loopback", action="store_true", help="only the live loopback rows")
     opts = args.parse_args()
     n = opts.calls
     header("bench_record: record 1,000 chat completions", opts.rounds, calls=n)
+    if opts.only_loopback:
+        loopback(n, opts.rounds, scratch_dir("record", keep=opts.keep))
+        return
 
     upstream_calls = 0
 
@@ -135,7 +153,141 @@ def main() -> None:
     )
     synced.close()
     unsynced.close()
+    if not opts.no_loopback:
+        loopback(n, opts.rounds, tmp)
+
+
+# -- live loopback ---------------------------------------------------------------------------------
+
+
+def serve() -> None:
+    """The loopback provider (run in its own process): every POST gets BODY; prints its port."""
+    import socket
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def setup(self) -> None:
+            super().setup()
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("content-length", "0")))
+            self.send_response(200)
+            self.send_header("content-type", "application/json")
+            self.send_header("x-request-id", "req_bench")
+            self.send_header("content-length", str(len(BODY)))
+            self.end_headers()
+            self.wfile.write(BODY)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    httpd.daemon_threads = True
+    print(httpd.server_address[1], flush=True)
+    httpd.serve_forever()
+
+
+def loopback(n: int, rounds: int, tmp: Path) -> None:
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert server.stdout is not None
+        base_url = f"http://127.0.0.1:{int(server.stdout.readline())}/v1"
+        _loopback_rounds(n, rounds, tmp, base_url)
+    finally:
+        server.kill()
+        server.wait()
+
+
+def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
+    import openai
+
+    question = itertools.count()
+    headers = {"content-type": "application/json", "authorization": f"Bearer {API_KEY}"}
+    url = base_url + "/chat/completions"
+
+    def raw_calls(client: httpx.Client) -> int:
+        for _ in range(n):
+            content = f"Question {next(question)}: summarise the attached quarterly figures."
+            body = json.dumps({"messages": [{"role": "user", "content": content}], "model": MODEL})
+            assert client.post(url, content=body.encode(), headers=headers).content == BODY
+        return n
+
+    def sdk_calls(client: Any) -> int:
+        for _ in range(n):
+            content = f"Question {next(question)}: summarise the attached quarterly figures."
+            client.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": content}]
+            )
+        return n
+
+    def sdk(transport: httpx.BaseTransport) -> Any:
+        return openai.OpenAI(
+            api_key=API_KEY,
+            base_url=base_url,
+            http_client=httpx.Client(transport=transport),
+            max_retries=0,
+        )
+
+    stores = {"fsync": pyrula.Store(tmp / "loop-fsync")}
+    if "metasync" in inspect.signature(pyrula.Store).parameters:
+        stores["metasync=False"] = pyrula.Store(tmp / "loop-one-flush", metasync=False)
+    cassettes = itertools.count()
+    raw_floor = httpx.Client(transport=httpx.HTTPTransport())
+    raw_pyrula = httpx.Client(transport=pyrula.HttpxTransport(httpx.HTTPTransport()))
+    sdk_floor = sdk(httpx.HTTPTransport())
+    sdk_pyrula = sdk(pyrula.HttpxTransport(httpx.HTTPTransport()))
+
+    def recording(calls: Callable[[Any], int], client: Any, store: Any) -> Callable[[], int]:
+        def run() -> int:
+            with pyrula.cassette(f"loop-{next(cassettes)}", mode="once", store=store) as cas:
+                calls(client)
+            assert cas.stats.recorded == n, cas.stats.recorded
+            return n
+
+        return run
+
+    for label, calls, floor_client, client in (
+        ("raw httpx.Client", raw_calls, raw_floor, raw_pyrula),
+        ("openai SDK", sdk_calls, sdk_floor, sdk_pyrula),
+    ):
+        floor_name = f"floor: live loopback, {label}, no recorder"
+        variants: dict[str, Callable[[], int]] = {
+            floor_name: lambda calls=calls, floor_client=floor_client: calls(floor_client)
+        }
+        for policy, store in stores.items():
+            variants[f"pyrula recording, Store {policy}"] = recording(calls, client, store)
+        for fn in variants.values():  # warm up (connections, pages)
+            fn()
+        results = run_rounds(variants, rounds, label=f"loopback {label}")
+        console.print(
+            rate_table(
+                f"Recording {n:,} distinct chat completions per round from a live loopback "
+                f"provider, {label}",
+                results,
+                floor_name,
+            )
+        )
+        base = results[floor_name]
+        console.print(
+            ", ".join(
+                f"{name}: {row.wall_median / base.wall_median:.2f}x floor wall "
+                f"({(row.wall_median - base.wall_median) * 1e3:.2f} ms added per call)"
+                for name, row in results.items()
+                if name != floor_name
+            )
+            + " [target <= 2x]"
+        )
+    for store in stores.values():
+        store.close()
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+    else:
+        main()

@@ -22,7 +22,22 @@ the primary row: `responses.create` (a ~1 kB Response) and the parse helper
 `chat.completions.parse(response_format=<pydantic model>)`, whose replay also runs the SDK's
 parser and the model's validation. `--only-chat` skips it.
 
+A third table replays the same chat completion with no SDK at all: a raw `httpx.Client` posting
+the request bytes and reading the reply's, over a bare MockTransport (its floor) and over
+`pyrula.HttpxTransport` in blocks as above. This is the transport's own cost, which the SDK's
+hides: what a proxy, or a test suite replaying thousands of calls, pays. `--only-chat` skips it.
+
+`--callgrind` also counts instructions per call under valgrind (one child process, after the same
+set-up and warm-up; see `_common.callgrind_segments`): the raw floor, raw pyrula, the SDK floor and
+SDK pyrula, each over `--block` calls, each ratio against its floor from the same child. Load on
+the machine does not change these counts. Those replays repeat requests and records the process
+has seen (as a suite replaying its cassettes does), so pyrula's caches of canonical forms and
+decoded records hit; a last pair replays `--block` distinct requests, each record read for the
+first time in the process, against the raw floor sending the same distinct requests: the cost
+with every cache missing.
+
 Run: python benchmarks/bench_replay.py [--rounds 5] [--calls 1000] [--block 100] [--profile]
+     [--callgrind]
 """
 
 from __future__ import annotations
@@ -38,12 +53,18 @@ import httpx
 import pydantic
 import vcr
 from _common import (
+    API_KEY,
+    BASE_URL,
+    CALLGRIND_CHILD,
     MODEL,
     Samples,
+    callgrind_segments,
+    cg_mark,
     completion_json,
     console,
     fmt_time,
     header,
+    instructions_table,
     json_response,
     openai_client,
     parser,
@@ -72,6 +93,24 @@ class Answer(pydantic.BaseModel):
 
 
 PARSED_BODY = completion_json(Answer(answer=REPLY).model_dump_json())
+
+# The raw rows: the request bytes the SDK would send, posted by a plain `httpx.Client`.
+RAW_URL = BASE_URL + "/chat/completions"
+RAW_REQUEST = json.dumps({"messages": MESSAGES, "model": MODEL}).encode()
+RAW_HEADERS = {"content-type": "application/json", "authorization": f"Bearer {API_KEY}"}
+
+
+def raw_call(client: httpx.Client, request: bytes = RAW_REQUEST) -> bytes:
+    return client.post(RAW_URL, content=request, headers=RAW_HEADERS).content
+
+
+def cold_requests(count: int) -> list[bytes]:
+    """`count` distinct raw requests: replayed once each, they hit no cache of pyrula's."""
+    return [
+        json.dumps({"messages": [*MESSAGES, {"role": "user", "content": f"Ping {i}?"}],
+                    "model": MODEL}).encode()
+        for i in range(count)
+    ]
 
 
 def response_json(content: str) -> bytes:
@@ -137,6 +176,7 @@ def main() -> None:
     args.add_argument("--block", type=int, default=100, help="calls per cassette block (slice)")
     args.add_argument("--profile", action="store_true", help="cProfile pyrula's replay path")
     args.add_argument("--only-chat", action="store_true", help="skip the other surfaces")
+    args.add_argument("--callgrind", action="store_true", help="count instructions (valgrind)")
     opts = args.parse_args()
     n, block = opts.calls, opts.block
     slices = max(1, n // block)
@@ -151,10 +191,8 @@ def main() -> None:
 
     floor_client = openai_client(httpx.MockTransport(provider))
     pyrula_client = openai_client(pyrula.HttpxTransport(httpx.MockTransport(provider)))
-
-    def call(client: Any) -> str:
-        reply = client.chat.completions.create(model=MODEL, messages=MESSAGES)
-        return str(reply.choices[0].message.content)
+    raw_floor = httpx.Client(transport=httpx.MockTransport(provider))
+    raw_pyrula = httpx.Client(transport=pyrula.HttpxTransport(httpx.MockTransport(provider)))
 
     tmp = scratch_dir("replay", keep=opts.keep)
     store_path = tmp / "store"
@@ -167,6 +205,12 @@ def main() -> None:
                 assert call(pyrula_client) == REPLY
         with pyrula.cassette("single", mode="all", store=setup_store):
             assert call(pyrula_client) == REPLY
+        with pyrula.cassette("raw", mode="all", store=setup_store):
+            for _ in range(block):
+                assert raw_call(raw_pyrula) == BODY
+        with pyrula.cassette("raw-cold", mode="all", store=setup_store):
+            for request in cold_requests(block):
+                assert raw_call(raw_pyrula, request) == BODY
         for surface, ask in SURFACES.items():
             with pyrula.cassette(surface, mode="all", store=setup_store):
                 for _ in range(block):
@@ -253,6 +297,40 @@ def main() -> None:
         console.print(surface_table(n, chat | pairs(surface_results), block))
         console.print(f"upstream calls made by the replaying variants (must be 0): {leaks}")
 
+    if not opts.only_chat:
+        raw = raw_variants(store, raw_floor, raw_pyrula, block)
+        before = upstream_calls
+        raw_results = run_rounds(raw, opts.rounds, slices=slices, label="raw")
+        leaks = upstream_calls - before - opts.rounds * slices * block
+        console.print(
+            rate_table(
+                f"{n:,} replays per round with no SDK: a raw httpx.Client, blocks of {block}",
+                raw_results,
+                RAW_FLOOR,
+            )
+        )
+        console.print(f"upstream calls made by the replaying variants (must be 0): {leaks}")
+
+    if opts.callgrind:
+        store.close()
+        counts = callgrind_segments(__file__, str(store_path), str(block))
+        per_op = {name: count / block for name, count in zip(CG_VARIANTS, counts, strict=True)}
+        raw_rows = {k: v for k, v in per_op.items() if k.startswith("raw")}
+        sdk_rows = {k: v for k, v in per_op.items() if k.startswith("SDK")}
+        cold_rows = {k: v for k, v in per_op.items() if k.startswith("cold")}
+        title = f"instructions per replayed call (callgrind, {block} calls after warm-up)"
+        console.print(instructions_table(title + ", raw httpx.Client", raw_rows, CG_VARIANTS[0]))
+        console.print(instructions_table(title + ", openai SDK", sdk_rows, CG_VARIANTS[2]))
+        console.print(
+            instructions_table(
+                f"instructions per replayed call, {block} distinct requests each replayed once "
+                "(no cache hit: canonical forms and records are new to the process)",
+                cold_rows,
+                CG_VARIANTS[4],
+            )
+        )
+        store = pyrula.Store(store_path)
+
     if opts.profile:
         profile = cProfile.Profile()
         profile.enable()
@@ -264,6 +342,94 @@ def main() -> None:
         stats.sort_stats("cumulative").print_stats(r"pyrula/|fingerprints/", 30)
         print(out.getvalue())
 
+    store.close()
+
+
+def call(client: Any) -> str:
+    reply = client.chat.completions.create(model=MODEL, messages=MESSAGES)
+    return str(reply.choices[0].message.content)
+
+
+RAW_FLOOR = "raw floor: bare MockTransport"
+
+
+def raw_variants(
+    store: Any, raw_floor: httpx.Client, raw_pyrula: httpx.Client, block: int
+) -> dict[str, Callable[[], int]]:
+    """A raw `httpx.Client` over the bare MockTransport, and over pyrula replaying a block."""
+
+    def floor() -> int:
+        for _ in range(block):
+            raw_call(raw_floor)
+        return block
+
+    def replay() -> int:
+        with pyrula.cassette("raw", mode="none", store=store) as cas:
+            for _ in range(block):
+                raw_call(raw_pyrula)
+        assert cas.stats.replayed == block
+        return block
+
+    variants = {RAW_FLOOR: floor, f"raw pyrula: blocks of {block} calls": replay}
+    for fn in variants.values():  # warm
+        fn()
+    return variants
+
+
+CG_VARIANTS = (
+    "raw floor: httpx.Client over MockTransport",
+    "raw pyrula: HttpxTransport replay",
+    "SDK floor: chat.completions.create over MockTransport",
+    "SDK pyrula: chat.completions.create replay",
+    "cold raw floor: distinct requests, bare MockTransport",
+    "cold raw pyrula: distinct requests, each record's first replay in the process",
+)
+
+
+def callgrind_child(store_path: str, block: int) -> None:
+    """Under callgrind: warm each variant, then measure `block` calls of each between marks."""
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        return json_response(reply_for(request))
+
+    store = pyrula.Store(store_path)
+    raw_floor = httpx.Client(transport=httpx.MockTransport(provider))
+    raw_pyrula = httpx.Client(transport=pyrula.HttpxTransport(httpx.MockTransport(provider)))
+    floor_client = openai_client(httpx.MockTransport(provider))
+    pyrula_client = openai_client(pyrula.HttpxTransport(httpx.MockTransport(provider)))
+
+    def sdk_floor() -> int:
+        for _ in range(block):
+            call(floor_client)
+        return block
+
+    def sdk_replay() -> int:
+        with pyrula.cassette("repeat", mode="none", store=store) as cas:
+            for _ in range(block):
+                call(pyrula_client)
+        assert cas.stats.replayed == block
+        return block
+
+    def cold_floor() -> int:
+        for request in cold_requests(block):
+            raw_call(raw_floor, request)
+        return block
+
+    def cold_replay() -> int:
+        with pyrula.cassette("raw-cold", mode="none", store=store) as cas:
+            for request in cold_requests(block):
+                raw_call(raw_pyrula, request)
+        assert cas.stats.replayed == block
+        return block
+
+    raw = list(raw_variants(store, raw_floor, raw_pyrula, block).values())
+    segments = [*raw, sdk_floor, sdk_replay]
+    for fn in segments:  # warm twice: caches, the store's pages, the SDK's lazy imports
+        fn()
+    cg_mark()
+    for fn in [*segments, cold_floor, cold_replay]:  # the cold pair runs once: first reads
+        fn()
+        cg_mark()
     store.close()
 
 
@@ -321,4 +487,9 @@ def surface_table(n: int, rows: dict[str, tuple[Samples, Samples]], block: int) 
 
 
 if __name__ == "__main__":
-    main()
+    import sys
+
+    if len(sys.argv) > 1 and sys.argv[1] == CALLGRIND_CHILD:
+        callgrind_child(sys.argv[2], int(sys.argv[3]))
+    else:
+        main()

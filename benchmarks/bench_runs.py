@@ -74,6 +74,7 @@ from pyrula.runtime import RunStore, Worker, submit
 from pyrula.workflows import WorkflowContext, workflow
 
 STEPS = 100  # steps of the throughput workflow
+CONCURRENT = 8  # runs at once per worker in the concurrent rows
 RESUME_STEPS = 1_200  # steps of the workflow killed and resumed
 KILL_AT = 1_000  # steps journaled when the worker is killed
 PEER_STEPS_PER_S = (127.0, 314.0)
@@ -269,32 +270,46 @@ def marks_of(process: subprocess.Popen[str], log: Path, what: str) -> dict[str, 
 # -- 1. steps per second ---------------------------------------------------------------------------
 
 
-def pyrula_round(base: Path, sync: bool) -> float:
-    store = Store(Path(tempfile.mkdtemp(dir=base)) / "store", sync=sync)
+def pyrula_round(base: Path, sync: bool, runs: int = 1, **store_options: Any) -> float:
+    """`runs` workflows of STEPS steps, submitted at once and run by one worker (concurrently,
+    up to its default `concurrency` of 8); seconds from the first submit to the last run done."""
+    store = Store(Path(tempfile.mkdtemp(dir=base)) / "store", sync=sync, **store_options)
 
-    async def go() -> tuple[float, Any]:
+    async def go() -> tuple[float, list[Any]]:
         start = time.perf_counter()
-        handle = submit(pyrula_steps, STEPS, store=store)
-        await Worker(store, poll_seconds=0.001).run(until_idle=True)
-        return time.perf_counter() - start, handle
+        handles = [submit(pyrula_steps, STEPS, store=store) for _ in range(runs)]
+        await Worker(store, poll_seconds=0.001, concurrency=max(8, runs)).run(until_idle=True)
+        return time.perf_counter() - start, handles
 
-    seconds, handle = asyncio.run(go())
-    record = handle.record
-    assert record.status == "completed" and record.result == sum(range(STEPS)), record
+    seconds, handles = asyncio.run(go())
+    for handle in handles:
+        record = handle.record
+        assert record.status == "completed" and record.result == sum(range(STEPS)), record
     store.close()
     return seconds
 
 
-def dbos_round(base: Path, fsync: bool, seen: dict[str, Any]) -> float:
+def one_flush_supported() -> bool:
+    """Whether this pyrula has the opt-in one-flush commit (`Store(metasync=False)`)."""
+    import inspect
+
+    return "metasync" in inspect.signature(Store).parameters
+
+
+def dbos_round(base: Path, fsync: bool, seen: dict[str, Any], runs: int = 1) -> float:
     app = dbos_app()
     app.DBOS(config=dbos_config(Path(tempfile.mkdtemp(dir=base)) / "sys.sqlite", fsync=fsync))
     app.DBOS.launch()
     try:
         seen["fsync" if fsync else "nosync"] = dbos_pragmas()
         start = time.perf_counter()
-        result = app.steps(STEPS)
+        if runs == 1:
+            results = [app.steps(STEPS)]
+        else:  # concurrent workflows, each on DBOS's own executor thread
+            handles = [app.DBOS.start_workflow(app.steps, STEPS) for _ in range(runs)]
+            results = [handle.get_result() for handle in handles]
         seconds = time.perf_counter() - start
-        assert result == sum(range(STEPS)), result
+        assert results == [sum(range(STEPS))] * runs, results
     finally:
         app.DBOS.destroy()
     return seconds
@@ -531,12 +546,17 @@ def main() -> None:
 
     # 1. steps per second
     pragmas: dict[str, Any] = {}
+    conc = CONCURRENT
     variants: dict[str, Callable[[], float]] = {
         "pyrula, Store(path) (fsync, default)": lambda: pyrula_round(base, True),
         "pyrula, Store(path, sync=False)": lambda: pyrula_round(base, False),
         "DBOS, SQLite defaults (fsync)": lambda: dbos_round(base, True, pragmas),
         "DBOS, SQLite synchronous=OFF": lambda: dbos_round(base, False, pragmas),
         FLOOR: lambda: disk_round(base),
+        f"pyrula, Store(path), {conc} runs at once": lambda: pyrula_round(base, True, conc),
+        f"DBOS, SQLite defaults, {conc} runs at once": lambda: dbos_round(
+            base, True, pragmas, conc
+        ),
     }
     policy = {
         "pyrula, Store(path) (fsync, default)": "sync=True: fdatasync + O_DSYNC meta write",
@@ -544,7 +564,26 @@ def main() -> None:
         "DBOS, SQLite defaults (fsync)": "",
         "DBOS, SQLite synchronous=OFF": "",
         FLOOR: "1 fdatasync per step",
+        f"pyrula, Store(path), {conc} runs at once": "as the default (group commit if present)",
+        f"DBOS, SQLite defaults, {conc} runs at once": "as DBOS's defaults",
     }
+    same_policy = {
+        "pyrula, Store(path) (fsync, default)": "DBOS, SQLite defaults (fsync)",
+        "pyrula, Store(path, sync=False)": "DBOS, SQLite synchronous=OFF",
+        f"pyrula, Store(path), {conc} runs at once": f"DBOS, SQLite defaults, {conc} runs at once",
+    }
+    runs_of = {name: conc if "runs at once" in name else 1 for name in variants}
+    if one_flush_supported():
+        for runs in (1, conc):
+            name = f"pyrula, Store(path, metasync=False), {runs} run(s)"
+            variants[name] = lambda runs=runs: pyrula_round(base, True, runs, metasync=False)
+            policy[name] = "one flush per commit (opt-in): fdatasync, meta page unsynced"
+            runs_of[name] = runs
+            same_policy[name] = (
+                "DBOS, SQLite defaults (fsync)"
+                if runs == 1
+                else f"DBOS, SQLite defaults, {conc} runs at once"
+            )
     names = list(variants)
     for fn in variants.values():  # warm-up, discarded
         fn()
@@ -554,20 +593,17 @@ def main() -> None:
         for name in names[k:] + names[:k]:
             seconds[name].append(variants[name]())
         console.print(f"  [dim]steps/s: round {r + 1}/{opts.rounds} done[/dim]")
-    for key, name in (("fsync", names[2]), ("nosync", names[3])):
+    for key, name in (("fsync", names[2]), ("nosync", names[3]), ("fsync", names[6])):
         p = pragmas[key]
         sync_name = {0: "OFF", 1: "NORMAL", 2: "FULL", 3: "EXTRA"}.get(p["synchronous"], "?")
         policy[name] = f"journal_mode {p['journal_mode']}, synchronous {sync_name}"
+        if name == names[6]:
+            policy[name] += f", {conc} workflows at once"
 
-    rate = {name: [STEPS / s for s in seconds[name]] for name in names}
+    rate = {name: [runs_of[name] * STEPS / s for s in seconds[name]] for name in names}
     med = {name: _median(rate[name]) for name in names}
-    same_policy = {
-        names[0]: names[2],
-        names[1]: names[3],
-        names[2]: names[2],
-        names[3]: names[3],
-        FLOOR: names[2],
-    }
+    same_policy.update({names[2]: names[2], names[3]: names[3], names[6]: names[6]})
+    same_policy[FLOOR] = names[2]
     table = Table(
         title=f"{STEPS}-step workflow, submit -> done, fresh store per round, median of "
         f"{opts.rounds}",
@@ -605,85 +641,86 @@ def main() -> None:
     py_inproc: list[dict[str, float]] = []
     dbos_proc: list[dict[str, float]] = []
     killed: Path | None = None
-    for r in range(opts.resume_rounds):
-        figures, killed = pyrula_resume_round(base)
-        py_proc.append(figures)
-        dbos_proc.append(dbos_resume_round(base))
-        for _ in range(2):
-            py_inproc.append(pyrula_resume_in_process(killed, base))
-        console.print(f"  [dim]resume: round {r + 1}/{opts.resume_rounds} done[/dim]")
+    if opts.resume_rounds:
+        for r in range(opts.resume_rounds):
+            figures, killed = pyrula_resume_round(base)
+            py_proc.append(figures)
+            dbos_proc.append(dbos_resume_round(base))
+            for _ in range(2):
+                py_inproc.append(pyrula_resume_in_process(killed, base))
+            console.print(f"  [dim]resume: round {r + 1}/{opts.resume_rounds} done[/dim]")
 
-    def m(rows: list[dict[str, float]], key: str) -> float:
-        return _median([row[key] for row in rows]) if rows and key in rows[0] else float("nan")
+        def m(rows: list[dict[str, float]], key: str) -> float:
+            return _median([row[key] for row in rows]) if rows and key in rows[0] else float("nan")
 
-    live = RESUME_STEPS - KILL_AT
-    table = Table(
-        title=f"resume a {RESUME_STEPS:,}-step run SIGKILLed with {KILL_AT:,} steps journaled "
-        f"(medians; {opts.resume_rounds} kills each; in-process: {len(py_inproc)} copies)",
-        title_justify="left",
-    )
-    for col in (
-        "variant",
-        "process start",
-        "fixed recovery",
-        "per replayed step",
-        f"{live} live steps",
-        "spawn -> done",
-        "fixed: DBOS/x, peer/x",
-        "step: DBOS/x, peer/x",
-    ):
-        table.add_column(col, justify="left" if col == "variant" else "right")
-    d_fixed, d_step = m(dbos_proc, "fixed"), m(dbos_proc, "per_step")
-    rows = (
-        ("pyrula, new process", py_proc),
-        ("pyrula, this process", py_inproc),
-        ("DBOS, new process", dbos_proc),
-    )
-    for name, data in rows:
-        table.add_row(
-            name,
-            fmt(m(data, "start")) if "start" in data[0] else "-",
-            fmt(m(data, "fixed")),
-            fmt(m(data, "per_step")),
-            fmt(m(data, "live")),
-            fmt(m(data, "total")) if "start" in data[0] else "-",
-            f"{d_fixed / m(data, 'fixed'):.1f}, {PEER_FIXED_S / m(data, 'fixed'):.1f}",
-            f"{d_step / m(data, 'per_step'):.1f}, {PEER_REPLAY_S / m(data, 'per_step'):.1f}",
+        live = RESUME_STEPS - KILL_AT
+        table = Table(
+            title=f"resume a {RESUME_STEPS:,}-step run SIGKILLed with {KILL_AT:,} steps journaled "
+            f"(medians; {opts.resume_rounds} kills each; in-process: {len(py_inproc)} copies)",
+            title_justify="left",
         )
-    table.add_row(
-        "peer, published", "", fmt(PEER_FIXED_S), fmt(PEER_REPLAY_S), "", "", "-, 1.0", "-, 1.0"
-    )
-    table.add_row(
-        "target: 10x peer",
-        "",
-        fmt(PEER_FIXED_S / 10),
-        fmt(PEER_REPLAY_S / 10),
-        "",
-        "",
-        "-, 10.0",
-        "-, 10.0",
-    )
-    console.print(table)
-    console.print(
-        "fixed recovery, split (medians): "
-        f"pyrula fresh process: open store + claim {fmt(m(py_proc, 'claim'))}, load the "
-        f"journal {fmt(m(py_proc, 'load'))}; pyrula in process: open + claim "
-        f"{fmt(m(py_inproc, 'claim'))}, load {fmt(m(py_inproc, 'load'))}; "
-        f"DBOS: DBOS() + launch() {fmt(m(dbos_proc, 'launch'))}, then "
-        f"{fmt(m(dbos_proc, 'fixed') - m(dbos_proc, 'launch'))} until the recovery queue runs "
-        "the workflow"
-    )
-    console.print(
-        "per replayed step, journal load spread over the replayed steps (pyrula): "
-        f"fresh process {fmt(m(py_proc, 'per_step') + m(py_proc, 'load') / KILL_AT)}, "
-        f"in process {fmt(m(py_inproc, 'per_step') + m(py_inproc, 'load') / KILL_AT)}"
-    )
+        for col in (
+            "variant",
+            "process start",
+            "fixed recovery",
+            "per replayed step",
+            f"{live} live steps",
+            "spawn -> done",
+            "fixed: DBOS/x, peer/x",
+            "step: DBOS/x, peer/x",
+        ):
+            table.add_column(col, justify="left" if col == "variant" else "right")
+        d_fixed, d_step = m(dbos_proc, "fixed"), m(dbos_proc, "per_step")
+        rows = (
+            ("pyrula, new process", py_proc),
+            ("pyrula, this process", py_inproc),
+            ("DBOS, new process", dbos_proc),
+        )
+        for name, data in rows:
+            table.add_row(
+                name,
+                fmt(m(data, "start")) if "start" in data[0] else "-",
+                fmt(m(data, "fixed")),
+                fmt(m(data, "per_step")),
+                fmt(m(data, "live")),
+                fmt(m(data, "total")) if "start" in data[0] else "-",
+                f"{d_fixed / m(data, 'fixed'):.1f}, {PEER_FIXED_S / m(data, 'fixed'):.1f}",
+                f"{d_step / m(data, 'per_step'):.1f}, {PEER_REPLAY_S / m(data, 'per_step'):.1f}",
+            )
+        table.add_row(
+            "peer, published", "", fmt(PEER_FIXED_S), fmt(PEER_REPLAY_S), "", "", "-, 1.0", "-, 1.0"
+        )
+        table.add_row(
+            "target: 10x peer",
+            "",
+            fmt(PEER_FIXED_S / 10),
+            fmt(PEER_REPLAY_S / 10),
+            "",
+            "",
+            "-, 10.0",
+            "-, 10.0",
+        )
+        console.print(table)
+        console.print(
+            "fixed recovery, split (medians): "
+            f"pyrula fresh process: open store + claim {fmt(m(py_proc, 'claim'))}, load the "
+            f"journal {fmt(m(py_proc, 'load'))}; pyrula in process: open + claim "
+            f"{fmt(m(py_inproc, 'claim'))}, load {fmt(m(py_inproc, 'load'))}; "
+            f"DBOS: DBOS() + launch() {fmt(m(dbos_proc, 'launch'))}, then "
+            f"{fmt(m(dbos_proc, 'fixed') - m(dbos_proc, 'launch'))} until the recovery queue runs "
+            "the workflow"
+        )
+        console.print(
+            "per replayed step, journal load spread over the replayed steps (pyrula): "
+            f"fresh process {fmt(m(py_proc, 'per_step') + m(py_proc, 'load') / KILL_AT)}, "
+            f"in process {fmt(m(py_inproc, 'per_step') + m(py_inproc, 'load') / KILL_AT)}"
+        )
 
-    console.print(
-        "DBOS/x, peer/x: the DBOS (or peer) figure divided by this row's, i.e. how many times "
-        "faster this row is. Fixed recovery = worker start -> body re-entered; per replayed "
-        f"step = body re-entered -> step {KILL_AT:,} returns, / {KILL_AT:,}."
-    )
+        console.print(
+            "DBOS/x, peer/x: the DBOS (or peer) figure divided by this row's, i.e. how many times "
+            "faster this row is. Fixed recovery = worker start -> body re-entered; per replayed "
+            f"step = body re-entered -> step {KILL_AT:,} returns, / {KILL_AT:,}."
+        )
 
     # One summary: medians, same-disk ratios, the peer's published figures and the 10x targets.
     summary = Table(
@@ -721,22 +758,33 @@ def main() -> None:
     rate_row(
         "steps/s, fsync per commit (defaults)", med[names[0]], med[names[2]], f"{lo:.0f}-{hi:.0f}"
     )
+    rate_row(
+        f"steps/s, fsync per commit, {conc} runs at once per worker",
+        med[names[5]],
+        med[names[6]],
+        f"{lo:.0f}-{hi:.0f}",
+    )
+    for name in names[7:]:
+        rate_row(f"steps/s, {name[len('pyrula, '):]}", med[name], med[same_policy[name]], "-")
     rate_row("steps/s, no fsync (not defaults)", med[names[1]], med[names[3]], "-")
-    time_row("fixed recovery, new process", m(py_proc, "fixed"), d_fixed, PEER_FIXED_S)
-    time_row(
-        "  + process start (interpreter, imports)",
-        m(py_proc, "fixed") + m(py_proc, "start"),
-        d_fixed + m(dbos_proc, "start"),
-        PEER_FIXED_S,
-    )
-    time_row("per replayed step, new process", m(py_proc, "per_step"), d_step, PEER_REPLAY_S)
-    time_row(
-        "  + journal load spread over the steps",
-        m(py_proc, "per_step") + m(py_proc, "load") / KILL_AT,
-        d_step,
-        PEER_REPLAY_S,
-    )
-    time_row("per replayed step, in this process", m(py_inproc, "per_step"), d_step, PEER_REPLAY_S)
+    if opts.resume_rounds:
+        time_row("fixed recovery, new process", m(py_proc, "fixed"), d_fixed, PEER_FIXED_S)
+        time_row(
+            "  + process start (interpreter, imports)",
+            m(py_proc, "fixed") + m(py_proc, "start"),
+            d_fixed + m(dbos_proc, "start"),
+            PEER_FIXED_S,
+        )
+        time_row("per replayed step, new process", m(py_proc, "per_step"), d_step, PEER_REPLAY_S)
+        time_row(
+            "  + journal load spread over the steps",
+            m(py_proc, "per_step") + m(py_proc, "load") / KILL_AT,
+            d_step,
+            PEER_REPLAY_S,
+        )
+        time_row(
+            "per replayed step, in this process", m(py_inproc, "per_step"), d_step, PEER_REPLAY_S
+        )
     console.print(summary)
     console.print(
         "DBOS columns: its defaults for the fsync rows and the resume, synchronous=OFF for the "

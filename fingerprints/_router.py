@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -63,9 +64,58 @@ def route_for(method: str, path: str) -> Canonicalizer:
     return generic.canonicalize
 
 
+# The request headers a canonicalizer reads (`parts.headers`), by canonicalizer: part of the cache
+# key below. A canonicalizer that starts reading a header must be listed here with it.
+HEADERS_READ: dict[Canonicalizer, tuple[str, ...]] = {
+    anthropic_messages.canonicalize: (anthropic_messages.BETA_HEADER,),
+}
+
+# Recent requests' canonical forms, keyed by everything a canonicalizer reads (method, URL, body,
+# the headers in HEADERS_READ): a repeated request (a replayed test's calls, a retry, the proxy's
+# many clients asking the same thing) skips parsing, stripping and hashing its body. Exact: the
+# key is the bytes themselves, compared in full on a hit. Bounded: bodies up to
+# _CACHE_BODY_BYTES, at most _CACHE_BYTES of them in all, oldest dropped first. The cached
+# `Canonical` is shared between calls, so nothing may change its `compared` or `meta` (nothing
+# does).
+_CACHE_BODY_BYTES = 64 * 1024
+_CACHE_BYTES = 8 * 1024 * 1024
+_Key = tuple[str, str, bytes, tuple[str | None, ...]]
+_cache: dict[_Key, Canonical] = {}
+_cache_bytes = 0
+_cache_lock = threading.Lock()
+
+
 def canonicalize(parts: RequestParts) -> Canonical:
     """Fingerprint one request. Never raises, whatever the body holds."""
     canonicalizer = route_for(parts.method, split_url(parts.url).path)
+    body = parts.body
+    if len(body) > _CACHE_BODY_BYTES:
+        return _canonicalize(parts, canonicalizer)
+    reads = HEADERS_READ.get(canonicalizer)
+    headers = () if reads is None else tuple(parts.headers.get(h) for h in reads)
+    key = (parts.method, parts.url, body, headers)
+    canonical = _cache.get(key)
+    if canonical is None:
+        canonical = _canonicalize(parts, canonicalizer)
+        _remember(key, canonical)
+    return canonical
+
+
+def _remember(key: _Key, canonical: Canonical) -> None:
+    global _cache_bytes
+    size = len(key[2]) + len(key[1]) + 256
+    with _cache_lock:
+        if key in _cache:
+            return
+        while _cache and _cache_bytes + size > _CACHE_BYTES:
+            oldest = next(iter(_cache))
+            del _cache[oldest]
+            _cache_bytes -= len(oldest[2]) + len(oldest[1]) + 256
+        _cache[key] = canonical
+        _cache_bytes += size
+
+
+def _canonicalize(parts: RequestParts, canonicalizer: Canonicalizer) -> Canonical:
     if canonicalizer is generic.canonicalize:
         return generic.canonicalize(parts)
     try:

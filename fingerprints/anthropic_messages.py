@@ -18,7 +18,7 @@ COMPARED = ("system", "messages", "tools", "tool_choice", "output_config", "cont
 # has no header either, yet a changed `thread` or `compaction` is still a different call.
 BETA_COMPARED = ("output_format", "context_management", "compaction", "fallbacks", "thread")
 
-_BETA_HEADER = "anthropic-beta"
+BETA_HEADER = "anthropic-beta"
 _BEDROCK_STREAM = "/invoke-with-response-stream"
 _VERTEX_STREAM = ":streamRawPredict"
 _TAKEN = frozenset((*COMPARED, *BETA_COMPARED, "stream", "anthropic_beta"))
@@ -56,7 +56,7 @@ def _betas(parts: RequestParts, body: dict[str, Any], url: Url) -> list[str] | N
     The direct API carries them in the header; Bedrock copies them into the body (and may keep
     the header); Vertex keeps only the header. Their union covers all three.
     """
-    header = parts.headers.get(_BETA_HEADER)
+    header = parts.headers.get(BETA_HEADER)
     in_body = body.get("anthropic_beta")
     if header is None and in_body is None and url.param("beta") != "true":
         return None

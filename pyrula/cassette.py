@@ -128,7 +128,8 @@ class Cassette:
 
         if self.mode == "all":
             return Live(Callbacks(self._recorder(key, parts, canonical)))
-        found = self.exchanges.get(key)
+        exchanges = self.exchanges
+        found = exchanges.get(key)
         if self.mode == "verify":
             if found is None:
                 warnings.warn(
@@ -146,7 +147,7 @@ class Cassette:
             return Replay(
                 status=record.status,
                 headers=record.headers,
-                frames=self.exchanges.frames(record, first_page),
+                frames=exchanges.frames(record, first_page),
                 frame_ms=record.extra.get("frame_ms"),
             )
         if self.mode == "none" or (self.mode == "once" and self._had_records):

@@ -181,3 +181,19 @@ def test_request_lists_are_stored_once_across_turns(store_path):
     sent = sum(len(json.dumps(history[: 2 * t + 1])) for t in range(30))
     # Each message is stored once, not once per turn that repeats it.
     assert blob_bytes < sent / 5
+
+
+def test_a_re_recorded_call_replays_its_new_reply_in_the_same_process(store_path):
+    # Replays reuse what they decoded before; a recording replaced under the same key is new.
+    replies = iter(["first", "second"])
+    upstream = Upstream(OPENAI_LIB, lambda request: json_reply(chat_completion(next(replies))))
+    client = openai_client(upstream)
+    with pyrula.cassette("again", mode="all", store=store_path):
+        assert _ask(client, "a") == "first"
+    for _ in range(2):
+        with pyrula.cassette("again", mode="none", store=store_path):
+            assert _ask(client, "a") == "first"
+    with pyrula.cassette("again", mode="all", store=store_path):
+        assert _ask(client, "a") == "second"
+    with pyrula.cassette("again", mode="none", store=store_path):
+        assert _ask(client, "a") == "second"

@@ -19,6 +19,7 @@ import dataclasses
 import json
 import os
 import struct
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -33,6 +34,8 @@ from pyrula.journal.store import Store, Txn
 RECORD_FORMAT = 2
 PAGE_BYTES = 64 * 1024
 _U32 = struct.Struct(">I")
+_CRC_AND_LENGTH = struct.Struct(">II")
+_HEADER_DECODER = json.JSONDecoder()
 _CHECKED = 0xC5  # the first byte of a checksummed (format 2) value; format 1 starts with 0x00
 
 
@@ -135,6 +138,31 @@ def _unpack(page: bytes | memoryview) -> Iterator[bytes]:
         offset += length
 
 
+# Recently read records, keyed by their stored bytes (header, checksum and first page): reading
+# the same recording again (a test suite replaying a cassette repeatedly, the proxy answering
+# many clients) skips checking and decoding it. Exact: a hit compares every byte, so a record
+# changed in any way is decoded afresh. Bounded: values up to _DECODED_VALUE_BYTES, at most
+# _DECODED_BYTES in all, oldest dropped first. The cached record is shared: nothing may change
+# its `headers` or `extra` (nothing does).
+_DECODED_VALUE_BYTES = 16 * 1024
+_DECODED_BYTES = 8 * 1024 * 1024
+_decoded: dict[bytes, tuple[ExchangeRecord, bytes]] = {}
+_decoded_bytes = 0
+_decoded_lock = threading.Lock()
+
+
+def _remember_decoded(value: bytes, found: tuple[ExchangeRecord, bytes]) -> None:
+    global _decoded_bytes
+    with _decoded_lock:
+        if value in _decoded:
+            return
+        while _decoded and _decoded_bytes + len(value) > _DECODED_BYTES:
+            _decoded_bytes -= len(oldest := next(iter(_decoded)))
+            del _decoded[oldest]
+        _decoded[value] = found
+        _decoded_bytes += len(value)
+
+
 def _page_key(record_id: str, page: int) -> bytes:
     return bytes.fromhex(record_id) + _U32.pack(page)
 
@@ -150,11 +178,16 @@ class Exchanges:
 
     def get(self, key: bytes) -> tuple[ExchangeRecord, bytes] | None:
         """The record under `key` and its first page, from one read."""
-        with self.store.read() as txn:
-            value = txn.get(key, db=self._db)
-            if value is None:
-                return None
+        value = self.store.get(self._db, key)
+        if value is None:
+            return None
+        if len(value) > _DECODED_VALUE_BYTES:
             return _decode(value, key)
+        found = _decoded.get(value)
+        if found is None:
+            found = _decode(value, key)
+            _remember_decoded(value, found)
+        return found
 
     def frames(self, record: ExchangeRecord, first_page: bytes) -> Iterator[bytes]:
         """The reply's frames in order, one page in memory at a time."""
@@ -370,21 +403,33 @@ def _readable(value: bytes | memoryview) -> ExchangeRecord | None:
 
 
 def _decode(value: bytes | memoryview, key: bytes | None = None) -> tuple[ExchangeRecord, bytes]:
+    # The replay hot path: the error text (naming the key) is built only when something is wrong.
     data = bytes(value)
-    where = f"the exchange of {describe_key(key)}" if key is not None else "a recorded exchange"
     checked = bool(data) and data[0] == _CHECKED
     if checked:
-        data = _verified(data[1:], where)
+        if len(data) < 9:
+            _verified(data[1:], _where(key))  # raises when the checksum is short or wrong
+            raise StoreCorrupt(f"{_where(key)} is truncated")
+        crc, length = _CRC_AND_LENGTH.unpack_from(data, 1)
+        if crc != zlib.crc32(memoryview(data)[5:]):
+            _verified(data[1:], _where(key))  # raises, naming the record
+        start = 9
     elif data[:1] != b"\x00":
-        raise StoreCorrupt(f"{where} is damaged (unknown layout); delete or re-record it")
-    if len(data) < 4:
-        raise StoreCorrupt(f"{where} is truncated")
-    (length,) = _U32.unpack_from(data, 0)
+        raise StoreCorrupt(f"{_where(key)} is damaged (unknown layout); delete or re-record it")
+    elif len(data) < 4:
+        raise StoreCorrupt(f"{_where(key)} is truncated")
+    else:
+        (length,) = _U32.unpack_from(data, 0)
+        start = 4
     try:
-        header = json.loads(data[4 : 4 + length])
+        header = _HEADER_DECODER.decode(data[start : start + length].decode())
         record = ExchangeRecord.from_json(header)
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise StoreCorrupt(f"{where}: its header is damaged ({exc})") from exc
+        raise StoreCorrupt(f"{_where(key)}: its header is damaged ({exc})") from exc
     if (record.format >= 2) != checked:
-        raise StoreCorrupt(f"{where}: its header's format does not match its layout")
-    return record, data[4 + length :]
+        raise StoreCorrupt(f"{_where(key)}: its header's format does not match its layout")
+    return record, data[start + length :]
+
+
+def _where(key: bytes | None) -> str:
+    return f"the exchange of {describe_key(key)}" if key is not None else "a recorded exchange"

@@ -80,6 +80,7 @@ class PostgresStore(Store):
         max_event_payload_bytes: int | None = None,
         pool_size: int | None = None,
         migrate: bool = False,
+        metasync: bool = True,  # LMDB's; a PostgreSQL commit's durability is the server's
     ) -> None:
         if psycopg is None:
             raise StoreError(

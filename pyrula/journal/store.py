@@ -151,6 +151,12 @@ class Store:
         """A read transaction (a consistent snapshot), as a context manager."""
         raise NotImplementedError
 
+    def get(self, db: Any, key: bytes) -> bytes | None:
+        """One value, read in a transaction of its own (the replay path)."""
+        with self.read() as txn:
+            value = txn.get(key, db=db)
+        return None if value is None else bytes(value)
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -168,6 +174,11 @@ class Store:
     @property
     def closed(self) -> bool:
         raise NotImplementedError
+
+    def shared_handle(self) -> object:
+        """What every `Store` of this process on the same store shares (LMDB's environment), so
+        their writes can be grouped into one commit; a store of its own otherwise."""
+        return self
 
     def wakeups(self) -> Any:
         """The store's wake-ups for the running event loop (`journal.wakeups.Wakeups`), or None

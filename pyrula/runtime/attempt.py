@@ -106,6 +106,17 @@ class Attempt:
         self.remember([event])
         return event
 
+    async def awrite(
+        self, kind: str, payload: dict[str, Any], *, withheld: dict[str, Any] | None = None
+    ) -> Event:
+        """`write` from the run's event loop, group-committed with the facts the worker's other
+        runs journal meanwhile (one flush for all); returns once the fact is committed."""
+        event = await self.journal.append_grouped(
+            self.run.id, self.lease, kind, payload, withheld=withheld
+        )
+        self.remember([event])
+        return event
+
     def check_cancel(self) -> None:
         """A boundary: stop here if the run was cancelled, or handed off by a draining worker."""
         if self.draining:

@@ -117,9 +117,9 @@ class WorkflowContext:
                 except (BudgetExceeded, Exception) as exc:
                     if isinstance(exc, BudgetExceeded) or tries == retries:
                         payload = {"position": position, "name": name, **(extra or {})}
-                        _write_outcome(attempt, f"{kind}:error", payload, "error", exc)
+                        await _write_outcome(attempt, f"{kind}:error", payload, "error", exc)
                         raise
-                    attempt.write(
+                    await attempt.awrite(
                         f"{kind}:retry",
                         {
                             "name": name,
@@ -131,9 +131,9 @@ class WorkflowContext:
                     await asyncio.sleep(backoff * 2**tries)
                     attempt.check_cancel()
         payload = {"position": position, "name": name, **(extra or {})}
-        _write_outcome(attempt, f"{kind}:done", payload, "result", result)
-        # Plain-function steps never suspend: yield once so the lease's heartbeat keeps running.
-        await asyncio.sleep(0)
+        await _write_outcome(attempt, f"{kind}:done", payload, "result", result)
+        # The commit above is awaited (group commit), so even a plain-function step suspends
+        # here and the lease's heartbeat keeps running.
         return result
 
     # -- threads ---------------------------------------------------------------------------------
@@ -275,7 +275,7 @@ class WorkflowContext:
         return result
 
 
-def _write_outcome(
+async def _write_outcome(
     attempt: Attempt, kind: str, payload: dict[str, Any], field: str, value: Any
 ) -> None:
     """Journal a unit's outcome. At the `io` capture level its event holds the result (or the
@@ -287,10 +287,10 @@ def _write_outcome(
     else:
         full = shown = value
     if attempt.run.capture == "io":
-        attempt.write(kind, {**payload, field: full})
+        await attempt.awrite(kind, {**payload, field: full})
     else:
         hidden = {**payload, field: None if field == "result" else shown, "withheld": True}
-        attempt.write(kind, hidden, withheld={field: full})
+        await attempt.awrite(kind, hidden, withheld={field: full})
 
 
 class AgentContext(WorkflowContext):

@@ -13,10 +13,11 @@ import os
 import struct
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pyrula.errors import IdempotencyConflict, RunAttemptEnded, RunExists, RunNotFound
+from pyrula.journal.group_commit import group_commit
 from pyrula.journal.store import Store, Txn
 from pyrula.runtime.leases import HOST, lease_key, lease_value
 from pyrula.runtime.leases import lease_is_live as lease_is_live  # re-exported
@@ -36,6 +37,7 @@ from pyrula.runtime.records import (
     dump_json,
     input_digest,
 )
+from pyrula.runtime.withheld import WithheldValues
 
 _SEQ = struct.Struct(">Q")
 
@@ -45,11 +47,7 @@ def _cancel_key(run_id: str) -> bytes:
     return b"cancel:" + run_id.encode()
 
 
-def _withheld_key(run_id: str, position: str) -> bytes:
-    return run_id.encode() + b"\x00" + position.encode()
-
-
-class RunStore(RunPurging):
+class RunStore(RunPurging, WithheldValues):
     """The runs, events, queue and tokens databases of one store."""
 
     def __init__(self, store: Store) -> None:
@@ -195,7 +193,7 @@ class RunStore(RunPurging):
                 raw = records.get(key)
                 if raw is None or not self._claimable(json.loads(raw), names, now):
                     continue
-                taken = self._take(key.decode(), worker, ttl, names)
+                taken: RunRecord | None = self._take(key.decode(), worker, ttl, names)
                 if taken is not None:
                     return taken
         return None
@@ -212,9 +210,7 @@ class RunStore(RunPurging):
             return False
         return True
 
-    def _take(
-        self, run_id: str, worker: str, ttl: float, names: set[str] | None
-    ) -> RunRecord | None:
+    def _take(self, run_id: str, worker: str, ttl: float, names: set[str] | None) -> Any:
         def write(txn: Txn) -> RunRecord | None:
             now = time.time()
             raw = txn.get(run_id.encode(), db=self._runs)
@@ -344,30 +340,37 @@ class RunStore(RunPurging):
     ) -> Event:
         """Append one event (fenced by `lease` when given) and commit it; `withheld` is kept
         apart, under the event's position, in the same commit (see `withheld`)."""
+        fenced = self._fenced(run_id, lease, kind, payload, withheld)
+        return self.store.write(fenced, scope=(run_id,))
 
+    async def append_grouped(
+        self,
+        run_id: str,
+        lease: Lease | None,
+        kind: str,
+        payload: dict[str, Any],
+        *,
+        withheld: dict[str, Any] | None = None,
+    ) -> Event:
+        """`append`, group-committed (`journal.group_commit`)."""
+        fenced = self._fenced(run_id, lease, kind, payload, withheld)
+        return await group_commit(self.store).write(fenced)
+
+    def _fenced(
+        self,
+        run_id: str,
+        lease: Lease | None,
+        kind: str,
+        payload: dict[str, Any],
+        withheld: dict[str, Any] | None,
+    ) -> Callable[[Txn], Event]:
         def write(txn: Txn) -> Event:
             if lease is not None:
                 self.check_lease(txn, run_id, lease)
             if withheld is not None:
                 self._put_withheld(txn, run_id, str(payload["position"]), withheld)
             return self.append_in(txn, run_id, kind, payload)
-
-        return self.store.write(write, scope=(run_id,))
-
-    def withheld(self, run_id: str, position: str) -> dict[str, Any]:
-        """What the fact at `position` (or `"run"`, the run's outcome) kept out of its event
-        below the `io` capture level: the result or full error its replay needs."""
-        value = None
-        if self._withheld is not None:  # a store opened read-only before it had the table
-            with self.store.read() as txn:
-                value = txn.get(_withheld_key(run_id, position), db=self._withheld)
-        if value is None:
-            raise RunNotFound(f"run {run_id} has no withheld value at {position!r}")
-        data: dict[str, Any] = json.loads(bytes(value))
-        return data
-
-    def _put_withheld(self, txn: Txn, run_id: str, position: str, value: dict[str, Any]) -> None:
-        txn.put(_withheld_key(run_id, position), dump_json(value), db=self._withheld)
+        return write
 
     def append_in(self, txn: Txn, run_id: str, kind: str, payload: dict[str, Any]) -> Event:
         prefix = run_id.encode() + b"\x00"

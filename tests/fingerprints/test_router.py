@@ -219,3 +219,25 @@ def test_key_order_and_separators_never_change_the_digest(
     shuffled = canonicalize(post(url, _shuffled(body, rng), separators=(", ", ": ")))
     assert shuffled.digest == original.digest
     assert shuffled.surface == original.surface
+
+
+def test_a_repeated_request_with_another_beta_header_is_fingerprinted_anew() -> None:
+    # Repeated requests reuse their canonical form; the header a canonicalizer reads is part of
+    # what makes two requests the same.
+    url = "https://api.anthropic.com/v1/messages"
+    body = json.dumps({**CHAT, "max_tokens": 10}).encode()
+    plain = canonicalize(RequestParts("POST", url, {}, body))
+    beta = canonicalize(RequestParts("POST", url, {"anthropic-beta": "files-2025"}, body))
+    assert plain.surface == "anthropic.messages"
+    assert beta.surface == "anthropic.beta.messages"
+    assert beta.compared["betas"] == ["files-2025"]
+    assert canonicalize(RequestParts("POST", url, {}, body)) == plain
+    assert plain.digest != beta.digest
+
+
+def test_a_large_body_is_fingerprinted_the_same_each_time() -> None:
+    url = "https://api.openai.com/v1/chat/completions"
+    body = json.dumps({"messages": [{"role": "user", "content": "hello world " * 9_000}]}).encode()
+    first = canonicalize(RequestParts("POST", url, {}, body))
+    assert canonicalize(RequestParts("POST", url, {}, body)) == first
+    assert first.compared["messages"][0]["content"] == "hello world " * 9_000

@@ -328,3 +328,36 @@ def test_below_io_a_fork_replays_the_withheld_results_it_was_seeded_with():
     assert RunStore(store).withheld(branch.id, profile.payload["position"]) == {
         "result": "PROFILE OF BOB"
     }
+
+
+@workflow(name="count_steps")
+async def count_steps(ctx: WorkflowContext, run: int, n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += await ctx.step(f"s{i}", lambda i=i: i)
+    return total
+
+
+def test_concurrent_runs_of_a_worker_share_commits_and_each_journals_every_step():
+    store = new_store()
+    runs, steps = 8, 15
+    handles = [submit(count_steps, r, steps, store=store) for r in range(runs)]
+    commits: list[int] = []
+    original = store.write
+
+    def counted(fn, **options):
+        commits.append(1)
+        return original(fn, **options)
+
+    store.write = counted
+    try:
+        drive(store)
+    finally:
+        del store.write
+    transactions = len(commits)
+    for handle in handles:
+        assert handle.record.status == "completed" and handle.record.result == sum(range(steps))
+        done = [e for e in handle.events() if e.type == "step:done"]
+        assert [e.payload["position"] for e in done] == [f"main/step{i}" for i in range(steps)]
+    # The step facts of runs executing at once were committed in groups, not one by one.
+    assert transactions < runs * steps

@@ -1,0 +1,105 @@
+"""Group commit: concurrent callers share one transaction and one flush, each released only
+once its write is committed; the opt-in one-flush commit (`metasync=False`)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import lmdb
+import pytest
+
+from pyrula.journal import Store
+from pyrula.journal.group_commit import group_commit
+
+
+def _put(key: bytes, value: bytes):
+    def write(txn: lmdb.Transaction) -> bytes:
+        txn.put(key, value, db=None)
+        return key
+
+    return write
+
+
+def _committed(store: Store, key: bytes) -> bytes | None:
+    with store.read() as txn:
+        value = txn.get(key)
+        return None if value is None else bytes(value)
+
+
+def test_concurrent_writers_share_commits_and_see_their_own_write_committed(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "store")
+    writers, writes = 8, 20
+    seen_committed: list[bool] = []
+
+    async def writer(w: int) -> None:
+        for i in range(writes):
+            key = f"w{w}-{i}".encode()
+            assert await group_commit(store).write(_put(key, b"v")) == key
+            # Released only after the commit: another reader already sees it.
+            seen_committed.append(_committed(store, key) == b"v")
+
+    async def main() -> None:
+        await asyncio.gather(*(writer(w) for w in range(writers)))
+
+    before = store.env.info()["last_txnid"]
+    asyncio.run(main())
+    transactions = store.env.info()["last_txnid"] - before
+    assert all(seen_committed) and len(seen_committed) == writers * writes
+    assert transactions < writers * writes / 2  # groups, not one commit per write
+    store.close()
+
+
+def test_a_failing_write_fails_only_its_own_caller_and_writes_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path / "store")
+
+    def half_then_fail(txn: lmdb.Transaction) -> None:
+        txn.put(b"half", b"written", db=None)
+        raise ValueError("refused")
+
+    async def main() -> list[object]:
+        group = group_commit(store)
+        return await asyncio.gather(
+            group.write(_put(b"a", b"1")),
+            group.write(half_then_fail),
+            group.write(_put(b"b", b"2")),
+            return_exceptions=True,
+        )
+
+    a, failed, b = asyncio.run(main())
+    assert (a, b) == (b"a", b"b")
+    assert isinstance(failed, ValueError) and str(failed) == "refused"
+    assert _committed(store, b"a") == b"1" and _committed(store, b"b") == b"2"
+    assert _committed(store, b"half") is None
+    store.close()
+
+
+def test_the_one_flush_commit_is_opt_in_and_keeps_every_commit_across_reopening(
+    tmp_path: Path,
+) -> None:
+    default = Store(tmp_path / "full")
+    assert default.env.flags()["metasync"] is True
+    default.close()
+    store = Store(tmp_path / "one-flush", metasync=False)
+    assert store.env.flags()["metasync"] is False
+    store.write(_put(b"k", b"v"))
+    store.close()
+    with Store(tmp_path / "one-flush") as reopened:
+        assert _committed(reopened, b"k") == b"v"
+
+
+@pytest.mark.parametrize("runs", [1, 3])
+def test_group_commit_returns_each_callers_own_result(tmp_path: Path, runs: int) -> None:
+    store = Store(tmp_path / "store")
+
+    async def main() -> list[bytes]:
+        return list(
+            await asyncio.gather(
+                *(group_commit(store).write(_put(f"k{i}".encode(), b"v")) for i in range(runs))
+            )
+        )
+
+    assert asyncio.run(main()) == [f"k{i}".encode() for i in range(runs)]
+    store.close()
