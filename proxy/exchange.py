@@ -340,6 +340,10 @@ class _Relay:
         if declared.isdigit() and "transfer-encoding" not in response.headers:
             self._length = int(declared)
         head = headers.client_reply(response.headers.raw, keep_length=self._length is not None)
+        if self._tee.decodes:
+            # Recorded decoded, so sent decoded: a client sees the same headers and body live and
+            # replayed (no Content-Encoding; a plain body's length is the decoded one).
+            head = headers.without(head, (b"content-encoding", b"content-length"))
         if self._tee.wanted:
             head = [*head, *self._tee.health.header()]
             content_type = response.headers.get("content-type", "")
@@ -349,32 +353,32 @@ class _Relay:
         await self._send(self._conn.encode_head(response.status_code, head, close=close))
         async for chunk in response.aiter_raw():
             self._delivered += len(chunk)
-            await self._tee.feed(chunk)  # commits first if this chunk completes the reply
+            data = await self._tee.feed(chunk)  # commits first if this chunk completes the reply
             if self._length is not None and self._delivered >= self._length:
-                await self._tee.eof()  # a counted body is whole: on disk before the client has it
+                data += await self._tee.eof()  # a counted body is whole: on disk before sent
             if self._tee.too_large:
                 raise _OverCap(self._tee.problem)
-            await self._send(self._conn.encode(chunk))
-        await self._tee.eof()
+            await self._send(self._conn.encode(data))
+        tail = await self._tee.eof()
         if self._tee.too_large:
             raise _OverCap(self._tee.problem)
-        await self._send(self._conn.encode_end())
+        await self._send(self._conn.encode(tail) + self._conn.encode_end())
 
     async def _whole(self, head: list[tuple[bytes, bytes]], close: bool) -> None:
         """A plain reply being recorded is held (at most the record cap) until it is recorded or
         refused: over the cap, the client gets the proxy's `payload_too_large` error instead,
         as an in-process caller gets `PayloadTooLarge`, and no SDK retries the paid request."""
         held: list[bytes] = []
-        if self._length is not None and self._tee.over_cap(self._length):
+        if self._length is not None and not self._tee.decodes and self._tee.over_cap(self._length):
             pass  # refused on its declared length, before reading it
         else:
             async for chunk in self._response.aiter_raw():
-                held.append(chunk)
-                await self._tee.feed(chunk)
+                self._delivered += len(chunk)
+                held.append(await self._tee.feed(chunk))
                 if self._tee.too_large:
                     break
             else:
-                await self._tee.eof()
+                held.append(await self._tee.eof())
         if self._tee.too_large:
             answer = answers.payload_too_large(self._tee.problem)
             if not self._conn.gone:
@@ -385,11 +389,11 @@ class _Relay:
                 except ClientGone:
                     self.client_left()
             return
+        body = b"".join(held)
+        if self._tee.decodes and len(body) <= _WHOLE_BODY_MAX:  # as a replay frames it
+            head = [*head, (b"content-length", str(len(body)).encode())]
         await self._send(self._conn.encode_head(self._response.status_code, head, close=close))
-        for chunk in held:
-            self._delivered += len(chunk)
-            await self._send(self._conn.encode(chunk))
-        await self._send(self._conn.encode_end())
+        await self._send(self._conn.encode(body) + self._conn.encode_end())
 
     async def _send(self, data: bytes) -> None:
         if self._conn.gone:
@@ -426,14 +430,18 @@ class _Tee:
                 canonical,
                 response.status_code,
                 list(response.headers.multi_items()),
-                Callbacks(self._pending.append),
+                Callbacks(self._pending.append, cap=cap),
                 started,
             )
-        self._size = 0
         self._cap = cap
         self.committed = False
         self.problem = ""
         self.too_large = False  # refused for the record cap: the client gets an error
+
+    @property
+    def decodes(self) -> bool:
+        """Whether the reply is compressed and recorded decoded (and so relayed decoded)."""
+        return self._recording is not None and self._recording.decodes
 
     def over_cap(self, size: int) -> bool:
         """Refuse the recording if `size` bytes of reply are over the cap; True if so."""
@@ -443,20 +451,23 @@ class _Tee:
             self._recording.abandon()
         return self.too_large
 
-    async def feed(self, chunk: bytes) -> None:
+    async def feed(self, chunk: bytes) -> bytes:
+        """Record one raw chunk; returns it as the client gets it (decoded when recorded so).
+        Frames past the cap are handed to the store at once, which refuses them."""
         recording = self._recording
-        if recording is None or recording.finished:
-            return
-        self._size += len(chunk)
-        if self.over_cap(self._size):
-            return
-        recording.feed(chunk)
+        if recording is None:
+            return chunk
+        data = recording.feed(chunk)
         await self._flush()
+        return data
 
-    async def eof(self) -> None:
-        if self._recording is not None:
-            self._recording.eof()
-            await self._flush()
+    async def eof(self) -> bytes:
+        """The reply ended; returns what a decoder held back."""
+        if self._recording is None:
+            return b""
+        tail = self._recording.eof()
+        await self._flush()
+        return tail
 
     async def _flush(self) -> None:
         while self._pending:
