@@ -111,8 +111,6 @@ class Handler:
     async def _serve(
         self, request: Incoming, conn: ServerConnection, outcome: Outcome, close: bool
     ) -> Answer | None:
-        if self._token is not None and not self._authorized(request.headers):
-            return answers.unauthorized()
         if request.target.startswith(CONTROL_PREFIX):
             outcome.kind = CONTROL
             return self._control(request)
@@ -151,8 +149,10 @@ class Handler:
         await self._forward(conn, request, target, forwarded, plan, canonical, close, outcome)
         return None
 
-    def _authorized(self, raw: headers.RawHeaders) -> bool:
-        assert self._token is not None
+    def authorized(self, raw: headers.RawHeaders) -> bool:
+        """Whether a request head carries the proxy's token (always, when it has none)."""
+        if self._token is None:
+            return True
         presented = headers.first(raw, b"proxy-authorization")
         if presented is not None:
             scheme, _, value = presented.strip().partition(b" ")

@@ -99,6 +99,23 @@ def proxy(
     max_header_bytes: Annotated[
         int, typer.Option("--max-header-bytes", min=1024, help="Largest request head accepted.")
     ] = 64 << 10,
+    head_timeout: Annotated[
+        float,
+        typer.Option(
+            "--head-timeout",
+            min=0.01,
+            help="Seconds a request's head may take to arrive (a new connection's: from accept).",
+        ),
+    ] = 10.0,
+    max_pending: Annotated[
+        int,
+        typer.Option(
+            "--max-pending-connections",
+            min=1,
+            help="Connections whose first request head has not arrived yet; past it, the "
+            "oldest is closed.",
+        ),
+    ] = 128,
     grace: Annotated[
         float,
         typer.Option(
@@ -141,7 +158,11 @@ def proxy(
             allow_remote=allow_remote,
             upstream_ca=upstream_ca,
             limits=Limits(
-                max_body_bytes=max_body_bytes, max_header_bytes=max_header_bytes, grace_s=grace
+                max_body_bytes=max_body_bytes,
+                max_header_bytes=max_header_bytes,
+                grace_s=grace,
+                head_timeout_s=head_timeout,
+                max_pending_connections=max_pending,
             ),
             replay_timing=replay_timing,
         )
