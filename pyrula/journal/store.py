@@ -23,7 +23,7 @@ from pyrula.errors import (
     StoreFull,
     StoreNotFound,
 )
-from pyrula.journal.lmdb_file import missing_bytes
+from pyrula.journal.lmdb_file import LengthWatch, missing_bytes
 
 # The store's own format: bump on any change to how records are laid out.
 STORE_FORMAT = 1
@@ -82,7 +82,8 @@ class Store:
                     raise StoreError(f"{self.path} is already open read-only in this process")
                 shared.refs += 1
             else:
-                shared = _SharedEnv(self._open(create, readonly, sync, map_size), readonly)
+                env = self._open(create, readonly, sync, map_size)
+                shared = _SharedEnv(env, readonly, LengthWatch(self.path / "data.mdb"))
                 _environments[self._key] = shared
         self._shared = shared
         self.env = shared.env
@@ -208,6 +209,7 @@ class Store:
         """
         if self.readonly:
             raise StoreError(f"{self.path} was opened read-only")
+        self._check_length()
         while True:
             try:
                 with self.env.begin(write=True) as txn:
@@ -224,6 +226,7 @@ class Store:
     def read(self) -> Iterator[lmdb.Transaction]:
         """A read transaction, as a context manager; damage found while reading raises
         `StoreCorrupt` naming the store, never a bare `lmdb` error."""
+        self._check_length()
         try:
             txn = self.env.begin(write=False)
         except lmdb.MapResizedError:
@@ -234,6 +237,16 @@ class Store:
                 yield txn
         except lmdb.Error as exc:
             raise self._failure(exc) from exc
+
+    def _check_length(self) -> None:
+        """Refuse a data file cut short since it was opened, before LMDB reads past its end."""
+        short = self._shared.length.shortfall()
+        if short is not None:
+            raise StoreCorrupt(
+                f"{self._shared.length.data} was truncated while open: {short[0]:,} bytes where "
+                f"its own header names {short[1]:,} (something cut or replaced the file under "
+                "this process); restore it from a copy"
+            )
 
     def _failure(self, exc: lmdb.Error) -> StoreError:
         """The typed error for an LMDB failure: a full disk, or damage."""
@@ -261,6 +274,7 @@ class Store:
             if self._shared.refs == 0:
                 _environments.pop(self._key, None)
                 self.env.close()
+                self._shared.length.close()
 
     def __enter__(self) -> Store:
         return self
@@ -342,9 +356,10 @@ def _initialise(env: lmdb.Environment) -> None:
 class _SharedEnv:
     """One process's handle on an environment, shared by every `Store` of that folder."""
 
-    def __init__(self, env: lmdb.Environment, readonly: bool) -> None:
+    def __init__(self, env: lmdb.Environment, readonly: bool, length: LengthWatch) -> None:
         self.env = env
         self.readonly = readonly
+        self.length = length
         self.refs = 1
         self.lock = threading.Lock()
         self.dbs: dict[str, Any] = {}
