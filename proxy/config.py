@@ -43,6 +43,10 @@ class Limits:
 
     max_body_bytes: int = 32 << 20  # provider request caps are about this size (inline images)
     max_header_bytes: int = 64 << 10  # request line plus headers
+    spool_bytes: int = 64 << 10  # a request body past this goes to a temporary file as it arrives
+    # Spooled request bodies held in memory at once (each loaded whole to be fingerprinted);
+    # more wait on disk. Bounds the memory large uploads can take, whatever their number.
+    max_buffered_bytes: int = 64 << 20
     head_timeout_s: float = 10.0  # to receive a request's head (a new connection: from accept)
     request_timeout_s: float = 60.0  # to receive a request's body once its head arrived
     idle_timeout_s: float = 120.0  # a keep-alive connection with no request in flight
@@ -61,6 +65,8 @@ class Limits:
             "max_header_bytes",
             "max_connections",
             "max_pending_connections",
+            "spool_bytes",
+            "max_buffered_bytes",
         ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")

@@ -25,6 +25,7 @@ from pyrula.transport.core import Callbacks, Live, Recording, Replay
 
 from . import answers, headers
 from .answers import Answer
+from .bodies import ByteBudget
 from .config import CASSETTE_RULE, ProxyConfig, valid_cassette
 from .log import (
     ABANDONED,
@@ -44,7 +45,7 @@ from .log import (
 from .routes import CONTROL_PREFIX, RouteTable, Target
 from .sessions import Sessions
 from .upstream import TIMEOUTS, UPSTREAM_ERRORS, Upstream
-from .wire import ClientGone, Incoming, ServerConnection
+from .wire import Arrived, ClientGone, Incoming, ServerConnection
 
 # A recorded plain body up to this size is replayed with a Content-Length; larger, or a stream,
 # goes out chunked as its frames come off the store.
@@ -74,9 +75,24 @@ class Handler:
         store = sessions.store
         self._record_cap = store.max_record_bytes if store is not None else 0
         self._health = RecordingHealth()
+        self._budget = ByteBudget(config.limits.max_buffered_bytes)
 
-    async def handle(self, request: Incoming, conn: ServerConnection) -> bool:
-        """Serve one request; True if the connection may take another."""
+    async def handle(self, arrived: Arrived, conn: ServerConnection) -> bool:
+        """Serve one request; True if the connection may take another.
+
+        A spooled body is loaded once the byte budget has room for it, and held until the
+        exchange is over (the recording keeps the request until it commits)."""
+        if not arrived.body.spooled:
+            return await self._handle(arrived.loaded(await arrived.body.load()), conn)
+        async with self._budget.hold(arrived.body.size):
+            return await self._handle_spooled(arrived, conn)
+
+    async def _handle_spooled(self, arrived: Arrived, conn: ServerConnection) -> bool:
+        body = await arrived.body.load()
+        arrived.body.close()  # the temporary file is no longer needed
+        return await self._handle(arrived.loaded(body), conn)
+
+    async def _handle(self, request: Incoming, conn: ServerConnection) -> bool:
         started = time.perf_counter()
         outcome = Outcome(REFUSED, 0, request.method, _path(request.target))
         close = self._draining()
@@ -181,6 +197,7 @@ class Handler:
                     ),
                     "routes": dict(self._routes.describe()),
                     "draining": self._draining(),
+                    "request_bodies": self._budget.describe(),
                 }
             )
         if path == "/_pyrula/reset" and request.method == "POST":
@@ -266,12 +283,14 @@ class Handler:
         outcome.kind = LIVE
         tee = _Tee(plan, canonical, response, started, self._record_cap, self._health)
         cut: Exception | None = None
+        hook = _Hook()
         try:
             # While the reply flows, a second task reads the client's side, so a client that
             # hangs up is noticed at once, even while the provider is silent.
             async with anyio.create_task_group() as group:
                 relay = _Relay(conn, response, tee, group.cancel_scope)
-                group.start_soon(conn.watch, relay.client_left)
+                hook.target = relay.client_left
+                group.start_soon(conn.watch, hook)
                 try:
                     await relay.run(close)
                 except UPSTREAM_ERRORS as exc:
@@ -280,6 +299,7 @@ class Handler:
                     cut = exc
                 group.cancel_scope.cancel()
         finally:
+            hook.target = None
             tee.close()
             with anyio.CancelScope(shield=True):
                 await response.aclose()
@@ -306,6 +326,21 @@ class Handler:
 # After the client hangs up, a reply whose terminal frame was already recorded is read on for
 # this long, to keep what trails it (OpenAI's `data: [DONE]`) in the record.
 _TAIL_S = 2.0
+
+
+class _Hook:
+    """The client watcher's way back to the relay, cut when the exchange ends. The cancelled
+    watcher's traceback lives on in a reference cycle until the garbage collector runs; through
+    the relay it would keep the request (its whole body) and the reply alive with it."""
+
+    __slots__ = ("target",)
+
+    def __init__(self) -> None:
+        self.target: Callable[[], None] | None = None
+
+    def __call__(self) -> None:
+        if self.target is not None:
+            self.target()
 
 
 class _Relay:

@@ -226,6 +226,7 @@ class ProxyServer:
                 if not await handler.handle(request, conn):
                     return
             finally:
+                request.body.close()
                 self._busy -= 1
                 self._check_quiet()
 

@@ -17,10 +17,14 @@ import anyio
 import anyio.abc
 import h11
 
+from .bodies import Body
 from .config import Limits
 from .headers import RawHeaders, first
 
-_READ_SIZE = 64 * 1024
+# asyncio reads a socket 256 KiB at a time, and anyio does not pause an accepted socket until
+# its receive queue first runs dry: reading less than that per call would let a fast uploader's
+# queue grow without bound (a 30 MiB body piled up in memory before it reached the spool).
+_READ_SIZE = 256 * 1024
 _STREAM_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 
 
@@ -57,6 +61,18 @@ class Incoming:
     http_version: bytes
 
 
+@dataclass(frozen=True, slots=True)
+class Arrived:
+    """A request whose body has arrived whole, spooled (`Body.load` gives its bytes)."""
+
+    head: Head
+    body: Body
+
+    def loaded(self, body: bytes) -> Incoming:
+        head = self.head
+        return Incoming(head.method, head.target, head.headers, body, head.http_version)
+
+
 class ServerConnection:
     """The server side of one HTTP/1.1 connection."""
 
@@ -73,15 +89,6 @@ class ServerConnection:
         self._opened = anyio.current_time()
 
     # -- reading -----------------------------------------------------------------------------------
-
-    async def next_request(self) -> Incoming | None:
-        """The next whole request, or None when the client closed (or idled out) between requests.
-
-        Raises `BadRequest` for malformed or oversized requests, `ClientGone` if the client
-        vanished mid-request.
-        """
-        head = await self.next_head()
-        return None if head is None else await self.read_body(head)
 
     async def next_head(self) -> Head | None:
         """The next request's head, read no further: None when the client closed (or idled out,
@@ -112,8 +119,9 @@ class ServerConnection:
             http_version=event.http_version,
         )
 
-    async def read_body(self, head: Head) -> Incoming:
-        """The body of the request whose head `next_head` returned, within the request timeout.
+    async def read_body(self, head: Head) -> Arrived:
+        """The body of the request whose head `next_head` returned, within the request timeout,
+        spooled to a temporary file past `Limits.spool_bytes` (the caller closes it).
 
         Raises `BadRequest` (413) for a body over the limit, `ClientGone` if the client vanished.
         """
@@ -125,28 +133,25 @@ class ServerConnection:
                 f"request body of {int(declared):,} bytes is over the proxy's limit of "
                 f"{self._max_body:,} (pyrula proxy --max-body-bytes)",
             )
-        body = bytearray()
-        while True:
-            part = await self._event(deadline)
-            if isinstance(part, h11.Data):
-                body += part.data
-                if len(body) > self._max_body:
-                    raise BadRequest(
-                        413,
-                        f"request body is over the proxy's limit of {self._max_body:,} bytes "
-                        "(pyrula proxy --max-body-bytes)",
-                    )
-            elif isinstance(part, h11.EndOfMessage):
-                break
-            else:
-                raise BadRequest(400, f"unexpected {type(part).__name__} in a request body")
-        return Incoming(
-            method=head.method,
-            target=head.target,
-            headers=head.headers,
-            body=bytes(body),
-            http_version=head.http_version,
-        )
+        body = Body(self._limits.spool_bytes)
+        try:
+            while True:
+                part = await self._event(deadline)
+                if isinstance(part, h11.Data):
+                    body.write(part.data)
+                    if body.size > self._max_body:
+                        raise BadRequest(
+                            413,
+                            f"request body is over the proxy's limit of {self._max_body:,} "
+                            "bytes (pyrula proxy --max-body-bytes)",
+                        )
+                elif isinstance(part, h11.EndOfMessage):
+                    return Arrived(head, body)
+                else:
+                    raise BadRequest(400, f"unexpected {type(part).__name__} in a request body")
+        except BaseException:
+            body.close()
+            raise
 
     @property
     def _max_body(self) -> int:

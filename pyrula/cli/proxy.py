@@ -99,6 +99,20 @@ def proxy(
     max_header_bytes: Annotated[
         int, typer.Option("--max-header-bytes", min=1024, help="Largest request head accepted.")
     ] = 64 << 10,
+    spool_bytes: Annotated[
+        int,
+        typer.Option(
+            "--spool-bytes", min=1, help="A request body past this is spooled to a temporary file."
+        ),
+    ] = 64 << 10,
+    max_buffered_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-buffered-bytes",
+            min=1,
+            help="Spooled request bodies held in memory at once; more wait on disk.",
+        ),
+    ] = 64 << 20,
     head_timeout: Annotated[
         float,
         typer.Option(
@@ -163,6 +177,8 @@ def proxy(
                 grace_s=grace,
                 head_timeout_s=head_timeout,
                 max_pending_connections=max_pending,
+                spool_bytes=spool_bytes,
+                max_buffered_bytes=max_buffered_bytes,
             ),
             replay_timing=replay_timing,
         )
