@@ -240,6 +240,8 @@ class ProxyServer:
         logger.info("pyrula proxy: shutting down; waiting for exchanges in flight")
         if self._accepting is not None:
             self._accepting.cancel()
+        for scope in list(self._pending.values()):  # no head yet: nothing in flight to finish
+            scope.cancel()
         for conn in list(self._connections):
             if conn.idle_scope is not None:
                 conn.idle_scope.cancel()
