@@ -1,11 +1,12 @@
 """What the truncation check costs each store transaction.
 
-Before every read or write transaction, `Store` checks that `data.mdb` still holds every page its
-newest meta page names (one `fstat`, two 152-byte `pread`s; `pyrula.journal.lmdb_file`), so a file
-cut under an open store raises `StoreCorrupt` instead of killing the process with SIGBUS. This
-times a read of one small record (`store.read()` + `txn.get`) and a replayed exchange lookup
-(`Exchanges.get`), each with the check and with it switched off, interleaved in slices, and prints
-the medians and the ratio. A baseline measured in the same run; nothing else.
+Before every read or write transaction, `Store` checks that `data.mdb` still holds every page
+its newest meta page names (one `stat`, and two 152-byte `pread`s when the file changed;
+`pyrula.journal.lmdb_file`), so a file cut under an open store raises `StoreCorrupt` instead of
+killing the process with SIGBUS. This times a read of one small record (`store.read()` +
+`txn.get`) and a replayed exchange lookup (`Exchanges.get`), each with the check and with it
+switched off, interleaved in slices, and prints the medians and the ratio. A baseline measured
+in the same run; nothing else.
 
     .venv/bin/python benchmarks/bench_store_txn.py [--rounds 7] [--calls 20000]
 """

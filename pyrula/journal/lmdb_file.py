@@ -11,7 +11,8 @@ one's leading u32 holds the page size), the last page number u64 and the transac
 Fields are in the writing machine's byte order.
 
 A file cut short while a process has it open is caught the same way, by `LengthWatch`, before
-each transaction: one `fstat` and two small `pread`s, never a touch of the map. What it cannot
+each transaction: one `stat`, and two small `pread`s when the file changed; never a touch of the
+map. What it cannot
 catch is a cut made after the check, while a transaction is reading (docs/record-format.md).
 """
 
@@ -70,23 +71,24 @@ def missing_bytes(data: Path) -> tuple[int, int] | None:
 
 
 class LengthWatch:
-    """An open descriptor on `data.mdb`, to check before each transaction that the file still
-    holds every page its newest meta page names (the file may have been cut since it was opened;
-    reading a mapped page past its end would kill the process with SIGBUS)."""
+    """Checks, before each transaction, that `data.mdb` still holds every page its newest meta
+    page names (the file may have been cut since it was opened; reading a mapped page past its
+    end would kill the process with SIGBUS). It keeps no descriptor open: a `stat` of the path
+    per check, and the metas read again only when the file's length or time changed."""
 
     def __init__(self, data: Path) -> None:
         self.data = data
-        self._fd = os.open(data, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-        meta = read_meta(os.pread(self._fd, _PAGE_HEADER + _META_BYTES, 0))
+        with data.open("rb") as handle:
+            meta = read_meta(handle.read(_PAGE_HEADER + _META_BYTES))
         self._page = meta.page_size if meta is not None else 4096
         self._whole: tuple[int, int] | None = None  # (length, mtime) last found whole
 
     def shortfall(self) -> tuple[int, int] | None:
-        """`(length, needed)` when the file is now shorter than its pages in use; else None.
-
-        The metas are read again only when the file's length or modification time changed since
-        it was last found whole: a read-mostly store pays one `fstat` per transaction."""
-        stat = os.fstat(self._fd)
+        """`(length, needed)` when the file is now shorter than its pages in use; else None."""
+        try:
+            stat = os.stat(self.data)
+        except FileNotFoundError:
+            return 0, 2 * self._page
         seen = (stat.st_size, stat.st_mtime_ns)
         if seen == self._whole:
             return None
@@ -100,12 +102,13 @@ class LengthWatch:
         if length < 2 * page:  # not even both meta pages: LMDB would read them from the map
             return length, 2 * page
         size = _PAGE_HEADER + _META_BYTES
-        metas = [read_meta(os.pread(self._fd, size, 0)), read_meta(os.pread(self._fd, size, page))]
+        fd = os.open(self.data, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            metas = [read_meta(os.pread(fd, size, 0)), read_meta(os.pread(fd, size, page))]
+        finally:
+            os.close(fd)
         found = [meta for meta in metas if meta is not None]
         if not found:
             return None  # not readable as metas: LMDB reports that damage itself, no SIGBUS
         needed = (max(found, key=lambda m: m.txnid).last_page + 1) * page
         return (length, needed) if length < needed else None
-
-    def close(self) -> None:
-        os.close(self._fd)

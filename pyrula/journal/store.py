@@ -274,7 +274,6 @@ class Store:
             if self._shared.refs == 0:
                 _environments.pop(self._key, None)
                 self.env.close()
-                self._shared.length.close()
 
     def __enter__(self) -> Store:
         return self
