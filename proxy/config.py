@@ -44,15 +44,31 @@ class Limits:
 
     max_body_bytes: int = 32 << 20  # provider request caps are about this size (inline images)
     max_header_bytes: int = 64 << 10  # request line plus headers
-    request_timeout_s: float = 60.0  # to receive a whole request once its first byte arrived
+    spool_bytes: int = 64 << 10  # a request body past this goes to a temporary file as it arrives
+    # Spooled request bodies held in memory at once (each loaded whole to be fingerprinted);
+    # more wait on disk. Bounds the memory large uploads can take, whatever their number.
+    max_buffered_bytes: int = 64 << 20
+    head_timeout_s: float = 10.0  # to receive a request's head (a new connection: from accept)
+    request_timeout_s: float = 60.0  # to receive a request's body once its head arrived
     idle_timeout_s: float = 120.0  # a keep-alive connection with no request in flight
     upstream_connect_timeout_s: float = 15.0
     upstream_read_timeout_s: float = 600.0  # between two chunks of a reply (models think slowly)
     grace_s: float = 10.0  # at shutdown, how long in-flight exchanges may take to finish
-    max_connections: int = 1024  # concurrent client connections; more wait in the backlog
+    max_connections: int = 1024  # connections serving requests; more wait in the backlog
+    # Connections whose first request head has not arrived (or not passed the token check) yet,
+    # counted apart: past this, the oldest of them is closed, so clients that never finish a
+    # head cannot hold the slots of those that do.
+    max_pending_connections: int = 128
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_header_bytes", "max_connections"):
+        for name in (
+            "max_body_bytes",
+            "max_header_bytes",
+            "max_connections",
+            "max_pending_connections",
+            "spool_bytes",
+            "max_buffered_bytes",
+        ):
             if getattr(self, name) <= 0:
                 raise ConfigError(f"{name} must be positive")
 

@@ -15,16 +15,15 @@ from collections.abc import Callable, Iterator
 
 import anyio
 import anyio.to_thread
-import httpx
 from pyrula.fingerprints import Canonical, RequestParts
 
-from pyrula.errors import PayloadTooLarge, PyrulaError, RecordRefused, ReplayMiss, StoreError
-from pyrula.journal.recorder import Reply
+from pyrula.errors import PyrulaError, ReplayMiss
 from pyrula.journal.store import shown
-from pyrula.transport.core import Callbacks, Live, Recording, Replay
+from pyrula.transport.core import Live, Replay
 
 from . import answers, headers
 from .answers import Answer
+from .bodies import ByteBudget
 from .config import CASSETTE_RULE, ProxyConfig, valid_cassette
 from .log import (
     ABANDONED,
@@ -41,14 +40,12 @@ from .log import (
     log_exchange,
     logger,
 )
+from .relay import WHOLE_BODY_MAX, Hook, OverCap, Relay, Tee
 from .routes import CONTROL_PREFIX, RouteTable, Target
 from .sessions import Sessions
 from .upstream import TIMEOUTS, UPSTREAM_ERRORS, Upstream
-from .wire import ClientGone, Incoming, ServerConnection
+from .wire import Arrived, ClientGone, Incoming, ServerConnection
 
-# A recorded plain body up to this size is replayed with a Content-Length; larger, or a stream,
-# goes out chunked as its frames come off the store.
-_WHOLE_BODY_MAX = 1 << 20
 # Replayed frames are gathered into writes of about this size: one syscall per page, not per frame.
 _WRITE_BATCH = 64 * 1024
 
@@ -74,9 +71,24 @@ class Handler:
         store = sessions.store
         self._record_cap = store.max_record_bytes if store is not None else 0
         self._health = RecordingHealth()
+        self._budget = ByteBudget(config.limits.max_buffered_bytes)
 
-    async def handle(self, request: Incoming, conn: ServerConnection) -> bool:
-        """Serve one request; True if the connection may take another."""
+    async def handle(self, arrived: Arrived, conn: ServerConnection) -> bool:
+        """Serve one request; True if the connection may take another.
+
+        A spooled body is loaded once the byte budget has room for it, and held until the
+        exchange is over (the recording keeps the request until it commits)."""
+        if not arrived.body.spooled:
+            return await self._handle(arrived.loaded(await arrived.body.load()), conn)
+        async with self._budget.hold(arrived.body.size):
+            return await self._handle_spooled(arrived, conn)
+
+    async def _handle_spooled(self, arrived: Arrived, conn: ServerConnection) -> bool:
+        body = await arrived.body.load()
+        arrived.body.close()  # the temporary file is no longer needed
+        return await self._handle(arrived.loaded(body), conn)
+
+    async def _handle(self, request: Incoming, conn: ServerConnection) -> bool:
         started = time.perf_counter()
         outcome = Outcome(REFUSED, 0, request.method, _path(request.target))
         close = self._draining()
@@ -111,8 +123,6 @@ class Handler:
     async def _serve(
         self, request: Incoming, conn: ServerConnection, outcome: Outcome, close: bool
     ) -> Answer | None:
-        if self._token is not None and not self._authorized(request.headers):
-            return answers.unauthorized()
         if request.target.startswith(CONTROL_PREFIX):
             outcome.kind = CONTROL
             return self._control(request)
@@ -151,8 +161,10 @@ class Handler:
         await self._forward(conn, request, target, forwarded, plan, canonical, close, outcome)
         return None
 
-    def _authorized(self, raw: headers.RawHeaders) -> bool:
-        assert self._token is not None
+    def authorized(self, raw: headers.RawHeaders) -> bool:
+        """Whether a request head carries the proxy's token (always, when it has none)."""
+        if self._token is None:
+            return True
         presented = headers.first(raw, b"proxy-authorization")
         if presented is not None:
             scheme, _, value = presented.strip().partition(b" ")
@@ -181,6 +193,7 @@ class Handler:
                     ),
                     "routes": dict(self._routes.describe()),
                     "draining": self._draining(),
+                    "request_bodies": self._budget.describe(),
                 }
             )
         if path == "/_pyrula/reset" and request.method == "POST":
@@ -208,7 +221,7 @@ class Handler:
             for frame in frames:
                 gathered.append(frame)
                 size += len(frame)
-                if size > _WHOLE_BODY_MAX:
+                if size > WHOLE_BODY_MAX:
                     break
             else:
                 body = b"".join(gathered)
@@ -264,22 +277,25 @@ class Handler:
             return
         outcome.status = response.status_code
         outcome.kind = LIVE
-        tee = _Tee(plan, canonical, response, started, self._record_cap, self._health)
+        tee = Tee(plan, canonical, response, started, self._record_cap, self._health)
         cut: Exception | None = None
+        hook = Hook()
         try:
             # While the reply flows, a second task reads the client's side, so a client that
             # hangs up is noticed at once, even while the provider is silent.
             async with anyio.create_task_group() as group:
-                relay = _Relay(conn, response, tee, group.cancel_scope)
-                group.start_soon(conn.watch, relay.client_left)
+                relay = Relay(conn, response, tee, group.cancel_scope)
+                hook.target = relay.client_left
+                group.start_soon(conn.watch, hook)
                 try:
                     await relay.run(close)
                 except UPSTREAM_ERRORS as exc:
                     cut = exc  # kept out of the task group, which would wrap it in a group
-                except _OverCap as exc:
+                except OverCap as exc:
                     cut = exc
                 group.cancel_scope.cancel()
         finally:
+            hook.target = None
             tee.close()
             with anyio.CancelScope(shield=True):
                 await response.aclose()
@@ -290,7 +306,7 @@ class Handler:
         if tee.too_large:
             # The record cap's one rule (docs/proxy.md): the caller gets an error, not retried.
             outcome.kind, outcome.detail = REFUSED, tee.problem
-            if isinstance(cut, _OverCap):  # a stream: its head is out, so it ends cut short
+            if isinstance(cut, OverCap):  # a stream: its head is out, so it ends cut short
                 raise ClientGone(f"stream cut: {tee.problem}") from cut
             outcome.status = answers.PAYLOAD_TOO_LARGE
             return
@@ -301,196 +317,6 @@ class Handler:
         if conn.gone:
             outcome.kind = RECORDED if tee.committed else ABANDONED
             raise ClientGone("the client closed the connection before the reply was whole")
-
-
-# After the client hangs up, a reply whose terminal frame was already recorded is read on for
-# this long, to keep what trails it (OpenAI's `data: [DONE]`) in the record.
-_TAIL_S = 2.0
-
-
-class _Relay:
-    """Copies an upstream reply to the client chunk by chunk, through the tee."""
-
-    def __init__(
-        self,
-        conn: ServerConnection,
-        response: httpx.Response,
-        tee: _Tee,
-        scope: anyio.CancelScope,
-    ) -> None:
-        self._conn = conn
-        self._response = response
-        self._tee = tee
-        self._scope = scope
-        self._length: int | None = None  # the body's declared length, when it has one
-        self._delivered = 0
-
-    def client_left(self) -> None:
-        """The client is gone. If it had the whole reply (its terminal frame, or every byte of a
-        counted body), finish the record and its tail briefly; else drop the recording now."""
-        whole = self._length is not None and self._delivered >= self._length
-        if self._tee.committed or whole:
-            self._scope.deadline = min(self._scope.deadline, anyio.current_time() + _TAIL_S)
-        else:
-            self._scope.cancel()
-
-    async def run(self, close: bool) -> None:
-        response = self._response
-        declared = response.headers.get("content-length", "")
-        if declared.isdigit() and "transfer-encoding" not in response.headers:
-            self._length = int(declared)
-        head = headers.client_reply(response.headers.raw, keep_length=self._length is not None)
-        if self._tee.wanted:
-            head = [*head, *self._tee.health.header()]
-            content_type = response.headers.get("content-type", "")
-            if "event-stream" not in content_type and "eventstream" not in content_type:
-                await self._whole(head, close)  # a plain reply is checked against the cap first
-                return
-        await self._send(self._conn.encode_head(response.status_code, head, close=close))
-        async for chunk in response.aiter_raw():
-            self._delivered += len(chunk)
-            await self._tee.feed(chunk)  # commits first if this chunk completes the reply
-            if self._length is not None and self._delivered >= self._length:
-                await self._tee.eof()  # a counted body is whole: on disk before the client has it
-            if self._tee.too_large:
-                raise _OverCap(self._tee.problem)
-            await self._send(self._conn.encode(chunk))
-        await self._tee.eof()
-        if self._tee.too_large:
-            raise _OverCap(self._tee.problem)
-        await self._send(self._conn.encode_end())
-
-    async def _whole(self, head: list[tuple[bytes, bytes]], close: bool) -> None:
-        """A plain reply being recorded is held (at most the record cap) until it is recorded or
-        refused: over the cap, the client gets the proxy's `payload_too_large` error instead,
-        as an in-process caller gets `PayloadTooLarge`, and no SDK retries the paid request."""
-        held: list[bytes] = []
-        if self._length is not None and self._tee.over_cap(self._length):
-            pass  # refused on its declared length, before reading it
-        else:
-            async for chunk in self._response.aiter_raw():
-                held.append(chunk)
-                await self._tee.feed(chunk)
-                if self._tee.too_large:
-                    break
-            else:
-                await self._tee.eof()
-        if self._tee.too_large:
-            answer = answers.payload_too_large(self._tee.problem)
-            if not self._conn.gone:
-                try:
-                    await self._conn.answer(
-                        answer.status, answer.all_headers(), answer.body, close=close
-                    )
-                except ClientGone:
-                    self.client_left()
-            return
-        await self._send(self._conn.encode_head(self._response.status_code, head, close=close))
-        for chunk in held:
-            self._delivered += len(chunk)
-            await self._send(self._conn.encode(chunk))
-        await self._send(self._conn.encode_end())
-
-    async def _send(self, data: bytes) -> None:
-        if self._conn.gone:
-            return
-        try:
-            await self._conn.send(data)
-        except ClientGone:
-            self.client_left()
-
-
-class _Tee:
-    """Feeds a live reply to a `Recording` and runs its commit on a worker thread.
-
-    The commit is one LMDB write transaction; running it off the event loop keeps an fsync from
-    stalling every other connection, and a thread is never abandoned mid-commit.
-    """
-
-    def __init__(
-        self,
-        plan: Live,
-        canonical: Canonical,
-        response: httpx.Response,
-        started: float,
-        cap: int,
-        health: RecordingHealth,
-    ) -> None:
-        self._commit = plan.sink
-        self.health = health
-        self.wanted = plan.sink is not None
-        self._pending: list[Reply] = []
-        self._recording: Recording | None = None
-        if self._commit is not None:
-            self._recording = Recording(
-                canonical,
-                response.status_code,
-                list(response.headers.multi_items()),
-                Callbacks(self._pending.append),
-                started,
-            )
-        self._size = 0
-        self._cap = cap
-        self.committed = False
-        self.problem = ""
-        self.too_large = False  # refused for the record cap: the client gets an error
-
-    def over_cap(self, size: int) -> bool:
-        """Refuse the recording if `size` bytes of reply are over the cap; True if so."""
-        if self._cap and size > self._cap and self._recording is not None:
-            self.problem = str(PayloadTooLarge(size, self._cap, "reply")).split(";")[0]
-            self.too_large = True
-            self._recording.abandon()
-        return self.too_large
-
-    async def feed(self, chunk: bytes) -> None:
-        recording = self._recording
-        if recording is None or recording.finished:
-            return
-        self._size += len(chunk)
-        if self.over_cap(self._size):
-            return
-        recording.feed(chunk)
-        await self._flush()
-
-    async def eof(self) -> None:
-        if self._recording is not None:
-            self._recording.eof()
-            await self._flush()
-
-    async def _flush(self) -> None:
-        while self._pending:
-            reply = self._pending.pop(0)
-            try:
-                # Cancellation waits for the thread: a started commit always finishes.
-                await anyio.to_thread.run_sync(self._run_commit, reply)
-            except (Exception, RecordRefused) as caught:  # the client still gets its reply
-                exc = caught.error if isinstance(caught, RecordRefused) else caught
-                if isinstance(exc, StoreError):
-                    self.health.failed(exc)  # one warning per condition, not per exchange
-                elif not isinstance(exc, PyrulaError):
-                    logger.exception("pyrula proxy: recording an exchange failed")
-                self.problem = (str(exc).splitlines() or [type(exc).__name__])[0]
-                if isinstance(exc, PayloadTooLarge):
-                    self.too_large, self.problem = True, self.problem.split(";")[0]
-                assert self._recording is not None
-                self._recording.abandon()
-                return
-
-    def _run_commit(self, reply: Reply) -> None:
-        assert self._commit is not None
-        self._commit.complete(reply)
-        self.committed = True
-        self.health.recovered()
-
-    def close(self) -> None:
-        """The exchange is over: whatever was not committed is dropped."""
-        if self._recording is not None and not self._recording.finished:
-            self._recording.abandon()
-
-
-class _OverCap(Exception):
-    """A stream being recorded went over the record cap: it is cut short, unrecorded."""
 
 
 def _path(target: bytes) -> str:

@@ -82,6 +82,12 @@ def client_reply(headers: RawHeaders, *, keep_length: bool) -> RawHeaders:
     ]
 
 
+def without(headers: RawHeaders, names: Iterable[bytes]) -> RawHeaders:
+    """`headers` less every one named in `names` (lower-case)."""
+    dropped = frozenset(names)
+    return [(name, value) for name, value in headers if name.lower() not in dropped]
+
+
 def joined(headers: RawHeaders) -> dict[str, str]:
     """Lower-cased names to values, repeats joined by ', ': the view fingerprints read."""
     out: dict[str, str] = {}

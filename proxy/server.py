@@ -23,7 +23,7 @@ from .exchange import Handler
 from .log import banner, logger
 from .sessions import Sessions
 from .upstream import Upstream
-from .wire import BadRequest, ClientGone, ServerConnection
+from .wire import BadRequest, ClientGone, Head, ServerConnection
 
 _ACCEPT_RETRY_S = 0.1
 
@@ -41,7 +41,12 @@ class ProxyServer:
         self._accepting: anyio.CancelScope | None = None
         self._quiet: anyio.Event | None = None
         self._cut: anyio.CancelScope | None = None
-        self._slots = anyio.Semaphore(config.limits.max_connections)
+        limits = config.limits
+        # Open sockets in all (bounds file descriptors): serving ones plus pending ones.
+        self._sockets = anyio.Semaphore(limits.max_connections + limits.max_pending_connections)
+        self._slots = anyio.Semaphore(limits.max_connections)  # taken once a head is accepted
+        # Connections whose first head has not been accepted yet, oldest first.
+        self._pending: dict[ServerConnection, anyio.CancelScope] = {}
 
     @property
     def url(self) -> str:
@@ -136,50 +141,94 @@ class ProxyServer:
         assert isinstance(listener, anyio.abc.SocketListener)
         accept = listener.accept
         while True:
-            await self._slots.acquire()
+            await self._sockets.acquire()
             try:
                 stream = await accept()
             except OSError as exc:  # out of file descriptors and the like: wait, don't die
-                self._slots.release()
+                self._sockets.release()
                 logger.warning("pyrula proxy: accept failed (%s); retrying", exc)
                 await anyio.sleep(_ACCEPT_RETRY_S)
                 continue
             except BaseException:
-                self._slots.release()
+                self._sockets.release()
                 raise
             connections.start_soon(self._connection, stream, handler)
 
     async def _connection(self, stream: anyio.abc.SocketStream, handler: Handler) -> None:
         conn = ServerConnection(stream, self.config.limits)
         self._connections.add(conn)
+        slotted = False
         try:
-            await self._serve_connection(conn, handler)
+            head = await self._first_head(conn, handler)
+            if head is not None:
+                await self._slots.acquire()
+                slotted = True
+                await self._serve_connection(conn, handler, head)
         except ClientGone:
             pass
         except Exception:  # one broken connection must never take the server down with it
             logger.exception("pyrula proxy: a connection failed")
         finally:
+            self._pending.pop(conn, None)
             self._connections.discard(conn)
-            self._slots.release()
+            if slotted:
+                self._slots.release()
+            self._sockets.release()
             self._check_quiet()
             await conn.aclose()
 
-    async def _serve_connection(self, conn: ServerConnection, handler: Handler) -> None:
+    async def _first_head(self, conn: ServerConnection, handler: Handler) -> Head | None:
+        """A new connection's first head, while it counts as pending: None when it was turned
+        away (closed, timed out, evicted for a newer one, or refused by the token check)."""
+        if len(self._pending) >= self.config.limits.max_pending_connections:
+            oldest = next(iter(self._pending))
+            self._pending.pop(oldest).cancel()  # it closes; this one takes its place
+        with anyio.CancelScope() as scope:
+            self._pending[conn] = scope
+            head = await self._head(conn, handler)
+            self._pending.pop(conn, None)
+            return head
+        self._pending.pop(conn, None)
+        return None  # evicted: the connection just closes
+
+    async def _head(self, conn: ServerConnection, handler: Handler) -> Head | None:
+        """The next request head, if it passes the token check (else answered, and None)."""
+        try:
+            head = await conn.next_head()
+        except BadRequest as exc:
+            if conn.can_answer:
+                answer = answers.bad_request(str(exc), exc.status)
+                await conn.answer(answer.status, answer.all_headers(), answer.body, close=True)
+            return None
+        if head is not None and not handler.authorized(head.headers):
+            # Checked on the head: the body is never read, no slot or upstream is taken.
+            answer = answers.unauthorized()
+            await conn.answer(answer.status, answer.all_headers(), answer.body, close=True)
+            return None
+        return head
+
+    async def _serve_connection(
+        self, conn: ServerConnection, handler: Handler, head: Head | None
+    ) -> None:
         while not self._draining:  # after shutdown, a connection takes no new request
+            if head is None:
+                head = await self._head(conn, handler)
+                if head is None:
+                    return
             try:
-                request = await conn.next_request()
+                request = await conn.read_body(head)
             except BadRequest as exc:
                 if conn.can_answer:
                     answer = answers.bad_request(str(exc), exc.status)
                     await conn.answer(answer.status, answer.all_headers(), answer.body, close=True)
                 return
-            if request is None:
-                return
+            head = None
             self._busy += 1
             try:
                 if not await handler.handle(request, conn):
                     return
             finally:
+                request.body.close()
                 self._busy -= 1
                 self._check_quiet()
 
@@ -193,6 +242,8 @@ class ProxyServer:
         logger.info("pyrula proxy: shutting down; waiting for exchanges in flight")
         if self._accepting is not None:
             self._accepting.cancel()
+        for scope in list(self._pending.values()):  # no head yet: nothing in flight to finish
+            scope.cancel()
         for conn in list(self._connections):
             if conn.idle_scope is not None:
                 conn.idle_scope.cancel()

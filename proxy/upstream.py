@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ssl
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import httpx
@@ -34,12 +35,39 @@ class Upstream:
 
     async def open(self, method: str, url: str, headers: RawHeaders, body: bytes) -> httpx.Response:
         """Send and return once the reply's head is in; its body is read by iterating it."""
-        request = httpx.Request(method, url, headers=headers, content=body)
-        return await self._client.send(request, stream=True)
+        if not body:
+            request = httpx.Request(method, url, headers=headers, content=body)
+            return await self._client.send(request, stream=True)
+        stream = _Body(body)
+        length = (b"content-length", str(len(body)).encode())
+        request = httpx.Request(method, url, headers=[*headers, length], content=stream)
+        try:
+            return await self._client.send(request, stream=True)
+        finally:
+            stream.release()  # HTTP/1.1: the body is all sent once the reply's head is in
 
     async def aclose(self) -> None:
         await self._client.aclose()
 
+
+class _Body:
+    """A request body as httpx sends it, let go of as soon as it is sent. httpx's response and
+    its stream refer to each other, so a response (and the request it holds) outlives its
+    exchange until the garbage collector runs; a large body must not live on with it."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        data = self._data
+        for start in range(0, len(data), _PIECE):
+            yield data[start : start + _PIECE]
+
+    def release(self) -> None:
+        self._data = b""
+
+
+_PIECE = 1 << 20
 
 # What a failed upstream call raises: transport errors and bad URLs alike become a 502/504.
 UPSTREAM_ERRORS = (httpx.HTTPError, httpx.InvalidURL, OSError)

@@ -17,10 +17,14 @@ import anyio
 import anyio.abc
 import h11
 
+from .bodies import Body
 from .config import Limits
 from .headers import RawHeaders, first
 
-_READ_SIZE = 64 * 1024
+# asyncio reads a socket 256 KiB at a time, and anyio does not pause an accepted socket until
+# its receive queue first runs dry: reading less than that per call would let a fast uploader's
+# queue grow without bound (a 30 MiB body piled up in memory before it reached the spool).
+_READ_SIZE = 256 * 1024
 _STREAM_ERRORS = (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError)
 
 
@@ -37,6 +41,16 @@ class BadRequest(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class Head:
+    """A request's line and headers, before its body is read (the token is checked on this)."""
+
+    method: str
+    target: bytes
+    headers: RawHeaders  # h11 lower-cases the names
+    http_version: bytes
+
+
+@dataclass(frozen=True, slots=True)
 class Incoming:
     """A whole request: head and body."""
 
@@ -45,6 +59,18 @@ class Incoming:
     headers: RawHeaders  # h11 lower-cases the names
     body: bytes
     http_version: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Arrived:
+    """A request whose body has arrived whole, spooled (`Body.load` gives its bytes)."""
+
+    head: Head
+    body: Body
+
+    def loaded(self, body: bytes) -> Incoming:
+        head = self.head
+        return Incoming(head.method, head.target, head.headers, body, head.http_version)
 
 
 class ServerConnection:
@@ -57,19 +83,22 @@ class ServerConnection:
         self._head_request = False
         self.idle_scope: anyio.CancelScope | None = None  # set while waiting between requests
         self.gone = False
+        # A new connection must deliver its first request head within the head timeout of being
+        # accepted; later ones, of their first byte (after waiting up to the idle timeout).
+        self._fresh = True
+        self._opened = anyio.current_time()
 
     # -- reading -----------------------------------------------------------------------------------
 
-    async def next_request(self) -> Incoming | None:
-        """The next whole request, or None when the client closed (or idled out) between requests.
+    async def next_head(self) -> Head | None:
+        """The next request's head, read no further: None when the client closed (or idled out,
+        or a new connection sent nothing within the head timeout) between requests.
 
-        Raises `BadRequest` for malformed or oversized requests, `ClientGone` if the client
-        vanished mid-request.
+        Raises `BadRequest` for a malformed, oversized or slow head (408 after the head timeout).
         """
-        head = await self._head()
-        if head is None:
+        event = await self._head()
+        if event is None:
             return None
-        event, deadline = head
         self._head_request = event.method == b"HEAD"
         # h11 bounds a head that arrives in pieces; one that arrives whole is measured here.
         size = (
@@ -83,62 +112,75 @@ class ServerConnection:
                 f"request head of about {size:,} bytes is over the proxy's limit of "
                 f"{self._limits.max_header_bytes:,} (pyrula proxy --max-header-bytes)",
             )
-        declared = first(list(event.headers), b"content-length")
+        return Head(
+            method=event.method.decode("ascii"),
+            target=event.target,
+            headers=list(event.headers),
+            http_version=event.http_version,
+        )
+
+    async def read_body(self, head: Head) -> Arrived:
+        """The body of the request whose head `next_head` returned, within the request timeout,
+        spooled to a temporary file past `Limits.spool_bytes` (the caller closes it).
+
+        Raises `BadRequest` (413) for a body over the limit, `ClientGone` if the client vanished.
+        """
+        deadline = anyio.current_time() + self._limits.request_timeout_s
+        declared = first(head.headers, b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > self._max_body:
             raise BadRequest(
                 413,
                 f"request body of {int(declared):,} bytes is over the proxy's limit of "
                 f"{self._max_body:,} (pyrula proxy --max-body-bytes)",
             )
-        body = bytearray()
-        while True:
-            part = await self._event(deadline)
-            if isinstance(part, h11.Data):
-                body += part.data
-                if len(body) > self._max_body:
-                    raise BadRequest(
-                        413,
-                        f"request body is over the proxy's limit of {self._max_body:,} bytes "
-                        "(pyrula proxy --max-body-bytes)",
-                    )
-            elif isinstance(part, h11.EndOfMessage):
-                break
-            else:
-                raise BadRequest(400, f"unexpected {type(part).__name__} in a request body")
-        return Incoming(
-            method=event.method.decode("ascii"),
-            target=event.target,
-            headers=list(event.headers),
-            body=bytes(body),
-            http_version=event.http_version,
-        )
+        body = Body(self._limits.spool_bytes)
+        try:
+            while True:
+                part = await self._event(deadline)
+                if isinstance(part, h11.Data):
+                    body.write(part.data)
+                    if body.size > self._max_body:
+                        raise BadRequest(
+                            413,
+                            f"request body is over the proxy's limit of {self._max_body:,} "
+                            "bytes (pyrula proxy --max-body-bytes)",
+                        )
+                elif isinstance(part, h11.EndOfMessage):
+                    return Arrived(head, body)
+                else:
+                    raise BadRequest(400, f"unexpected {type(part).__name__} in a request body")
+        except BaseException:
+            body.close()
+            raise
 
     @property
     def _max_body(self) -> int:
         limit: int = self._limits.max_body_bytes
         return limit
 
-    async def _head(self) -> tuple[h11.Request, float] | None:
-        """The next request's head, and the deadline for the whole request to have arrived."""
+    async def _head(self) -> h11.Request | None:
+        """The next request's head, within the head timeout."""
+        fresh, self._fresh = self._fresh, False
+        head_by = (self._opened if fresh else 0.0) + self._limits.head_timeout_s
         buffered, closed = self._h11.trailing_data
         if self._h11.their_state is h11.IDLE and not buffered and not closed:
-            data = await self._idle_receive()
+            wait = head_by if fresh else anyio.current_time() + self._limits.idle_timeout_s
+            data = await self._idle_receive(wait)
             if data is None:
                 return None
             self._h11.receive_data(data)  # b"" (the client closed) reads as ConnectionClosed
-        deadline = anyio.current_time() + self._limits.request_timeout_s
-        event = await self._event(deadline)
+        if not fresh:
+            head_by += anyio.current_time()
+        event = await self._event(head_by, "the request head did not arrive in time")
         if isinstance(event, h11.ConnectionClosed):
             return None
         if not isinstance(event, h11.Request):
             raise BadRequest(400, f"expected a request, got {type(event).__name__}")
-        return event, deadline
+        return event
 
-    async def _idle_receive(self) -> bytes | None:
-        """The first bytes of the next request; None if the idle timeout or shutdown came first."""
-        with anyio.CancelScope(
-            deadline=anyio.current_time() + self._limits.idle_timeout_s
-        ) as scope:
+    async def _idle_receive(self, deadline: float) -> bytes | None:
+        """The first bytes of the next request; None if the deadline or shutdown came first."""
+        with anyio.CancelScope(deadline=deadline) as scope:
             self.idle_scope = scope
             try:
                 return await self._receive_raw()
@@ -146,7 +188,9 @@ class ServerConnection:
                 self.idle_scope = None
         return None
 
-    async def _event(self, deadline: float) -> h11.Event | type[h11.PAUSED]:
+    async def _event(
+        self, deadline: float, late: str = "the request did not arrive in time"
+    ) -> h11.Event | type[h11.PAUSED]:
         while True:
             try:
                 event = self._h11.next_event()
@@ -162,7 +206,7 @@ class ServerConnection:
                 with anyio.move_on_after(max(remaining, 0)) as scope:
                     data = await self._receive_raw()
                 if scope.cancelled_caught:
-                    raise BadRequest(408, "the request did not arrive in time")
+                    raise BadRequest(408, late)
                 self._h11.receive_data(data)
                 continue
             if event is h11.PAUSED:

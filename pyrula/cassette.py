@@ -120,6 +120,11 @@ class Cassette:
             self._exchanges = Exchanges(self.store)
         return self._exchanges
 
+    @property
+    def _cap(self) -> int:
+        cap: int = self.exchanges.store.max_record_bytes
+        return cap
+
     def plan(self, parts: RequestParts, canonical: Canonical, *, blocking: bool = False) -> Plan:
         with self._lock:
             occurrence = self._seen.get(canonical.digest, 0)
@@ -127,7 +132,7 @@ class Cassette:
         key = cassette_key(self.name, canonical.digest, occurrence)
 
         if self.mode == "all":
-            return Live(Callbacks(self._recorder(key, parts, canonical)))
+            return Live(Callbacks(self._recorder(key, parts, canonical), cap=self._cap))
         exchanges = self.exchanges
         found = exchanges.get(key)
         if self.mode == "verify":
@@ -155,7 +160,7 @@ class Cassette:
                 # A miss consumed no recording: a retry of the same request is the same miss.
                 self._seen[canonical.digest] = occurrence
             raise self._miss(parts, canonical, occurrence)
-        return Live(Callbacks(self._recorder(key, parts, canonical)))
+        return Live(Callbacks(self._recorder(key, parts, canonical), cap=self._cap))
 
     def _recorder(
         self, key: bytes, parts: RequestParts, canonical: Canonical

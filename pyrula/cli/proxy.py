@@ -99,6 +99,37 @@ def proxy(
     max_header_bytes: Annotated[
         int, typer.Option("--max-header-bytes", min=1024, help="Largest request head accepted.")
     ] = 64 << 10,
+    spool_bytes: Annotated[
+        int,
+        typer.Option(
+            "--spool-bytes", min=1, help="A request body past this is spooled to a temporary file."
+        ),
+    ] = 64 << 10,
+    max_buffered_bytes: Annotated[
+        int,
+        typer.Option(
+            "--max-buffered-bytes",
+            min=1,
+            help="Spooled request bodies held in memory at once; more wait on disk.",
+        ),
+    ] = 64 << 20,
+    head_timeout: Annotated[
+        float,
+        typer.Option(
+            "--head-timeout",
+            min=0.01,
+            help="Seconds a request's head may take to arrive (a new connection's: from accept).",
+        ),
+    ] = 10.0,
+    max_pending: Annotated[
+        int,
+        typer.Option(
+            "--max-pending-connections",
+            min=1,
+            help="Connections whose first request head has not arrived yet; past it, the "
+            "oldest is closed.",
+        ),
+    ] = 128,
     grace: Annotated[
         float,
         typer.Option(
@@ -141,7 +172,13 @@ def proxy(
             allow_remote=allow_remote,
             upstream_ca=upstream_ca,
             limits=Limits(
-                max_body_bytes=max_body_bytes, max_header_bytes=max_header_bytes, grace_s=grace
+                max_body_bytes=max_body_bytes,
+                max_header_bytes=max_header_bytes,
+                grace_s=grace,
+                head_timeout_s=head_timeout,
+                max_pending_connections=max_pending,
+                spool_bytes=spool_bytes,
+                max_buffered_bytes=max_buffered_bytes,
             ),
             replay_timing=replay_timing,
         )

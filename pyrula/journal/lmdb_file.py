@@ -9,10 +9,16 @@ Layout (LMDB 0.9, the format the `lmdb` binding builds): a 16-byte page header, 
 magic u32, version u32, address u64, map size u64, two database records of 48 bytes (the first
 one's leading u32 holds the page size), the last page number u64 and the transaction id u64.
 Fields are in the writing machine's byte order.
+
+A file cut short while a process has it open is caught the same way, by `LengthWatch`, before
+each transaction: one `stat`, and two small `pread`s when the file changed; never a touch of the
+map. What it cannot
+catch is a cut made after the check, while a transaction is reading (docs/record-format.md).
 """
 
 from __future__ import annotations
 
+import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,3 +68,47 @@ def missing_bytes(data: Path) -> tuple[int, int] | None:
     if length < needed:
         return length, needed
     return None
+
+
+class LengthWatch:
+    """Checks, before each transaction, that `data.mdb` still holds every page its newest meta
+    page names (the file may have been cut since it was opened; reading a mapped page past its
+    end would kill the process with SIGBUS). It keeps no descriptor open: a `stat` of the path
+    per check, and the metas read again only when the file's length or time changed."""
+
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        with data.open("rb") as handle:
+            meta = read_meta(handle.read(_PAGE_HEADER + _META_BYTES))
+        self._page = meta.page_size if meta is not None else 4096
+        self._whole: tuple[int, int] | None = None  # (length, mtime) last found whole
+
+    def shortfall(self) -> tuple[int, int] | None:
+        """`(length, needed)` when the file is now shorter than its pages in use; else None."""
+        try:
+            stat = os.stat(self.data)
+        except FileNotFoundError:
+            return 0, 2 * self._page
+        seen = (stat.st_size, stat.st_mtime_ns)
+        if seen == self._whole:
+            return None
+        short = self._measure(stat.st_size)
+        if short is None:
+            self._whole = seen
+        return short
+
+    def _measure(self, length: int) -> tuple[int, int] | None:
+        page = self._page
+        if length < 2 * page:  # not even both meta pages: LMDB would read them from the map
+            return length, 2 * page
+        size = _PAGE_HEADER + _META_BYTES
+        fd = os.open(self.data, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            metas = [read_meta(os.pread(fd, size, 0)), read_meta(os.pread(fd, size, page))]
+        finally:
+            os.close(fd)
+        found = [meta for meta in metas if meta is not None]
+        if not found:
+            return None  # not readable as metas: LMDB reports that damage itself, no SIGBUS
+        needed = (max(found, key=lambda m: m.txnid).last_page + 1) * page
+        return (length, needed) if length < needed else None

@@ -22,7 +22,7 @@ from pyrula.errors import (
     StoreFull,
     StoreNotFound,
 )
-from pyrula.journal.lmdb_file import missing_bytes
+from pyrula.journal.lmdb_file import LengthWatch, missing_bytes
 from pyrula.journal.store import DATABASES as _DATABASES
 from pyrula.journal.store import Location, Store, default_path, prefix_end, record_cap
 
@@ -75,7 +75,7 @@ class LmdbStore(Store):
                 shared.refs += 1
             else:
                 env = self._open(create, readonly, sync, map_size, metasync)
-                shared = _SharedEnv(env, readonly)
+                shared = _SharedEnv(env, readonly, LengthWatch(self.path / "data.mdb"))
                 _environments[self._key] = shared
         self._shared = shared
         self.env = shared.env
@@ -212,6 +212,7 @@ class LmdbStore(Store):
         """
         if self.readonly:
             raise StoreError(f"{self.path} was opened read-only")
+        self._check_length()
         while True:
             try:
                 with self.env.begin(write=True) as txn:
@@ -252,11 +253,22 @@ class LmdbStore(Store):
 
     def _begin(self, db: Any = None) -> lmdb.Transaction:
         """A read transaction; after another process grew the map, at its new size."""
+        self._check_length()
         try:
             return self.env.begin(db=db)
         except lmdb.MapResizedError:
             self.env.set_mapsize(0)
             return self.env.begin(db=db)
+
+    def _check_length(self) -> None:
+        """Refuse a data file cut short since it was opened, before LMDB reads past its end."""
+        short = self._shared.length.shortfall()
+        if short is not None:
+            raise StoreCorrupt(
+                f"{self._shared.length.data} was truncated while open: {short[0]:,} bytes where "
+                f"its own header names {short[1]:,} (something cut or replaced the file under "
+                "this process); restore it from a copy"
+            )
 
     def _failure(self, exc: lmdb.Error) -> StoreError:
         """The typed error for an LMDB failure: a full disk, or damage."""
@@ -327,9 +339,10 @@ def _initialise(env: lmdb.Environment) -> None:
 class _SharedEnv:
     """One process's handle on an environment, shared by every `Store` of that folder."""
 
-    def __init__(self, env: lmdb.Environment, readonly: bool) -> None:
+    def __init__(self, env: lmdb.Environment, readonly: bool, length: LengthWatch) -> None:
         self.env = env
         self.readonly = readonly
+        self.length = length
         self.refs = 1
         self.lock = threading.Lock()
         self.dbs: dict[str, Any] = {}

@@ -78,6 +78,10 @@ class TrackedSink:
         self.begun = False
         self.cut_off: str | None = None  # how the attempt's end settled it, if it did
 
+    @property
+    def cap(self) -> int:
+        return self.sink.cap
+
     def began(self) -> None:
         self.begun = True
         self.sink.began()

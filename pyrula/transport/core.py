@@ -38,7 +38,15 @@ class Replay:
 
 
 class Sink(Protocol):
-    """Where a live reply goes as the tee sees it begin and end."""
+    """Where a live reply goes as the tee sees it begin and end.
+
+    `cap` is the record cap of the store it writes to (0: none). A reply whose frames pass it is
+    handed to `complete` at once, before the chunk that crossed it reaches the reader, so the
+    store refuses it there (`PayloadTooLarge`) instead of after the whole reply was held.
+    """
+
+    @property
+    def cap(self) -> int: ...
 
     def began(self) -> None:
         """The reply's head arrived: from now on it is being paid for."""
@@ -61,6 +69,7 @@ class Callbacks:
     on_complete: Callable[[Reply], None]
     on_abandon: Callable[[Reply], None] | None = None
     on_truncated: Callable[[Reply], None] | None = None
+    cap: int = 0
 
     def began(self) -> None:
         return None
@@ -150,6 +159,7 @@ class Recording:
         self._streamed = is_streamed(content_type)  # SSE, or AWS `vnd.amazon.eventstream`
         self._frames: list[bytes] = []
         self._times: list[float] = []
+        self._size = 0  # decoded bytes so far, held against the sink's record cap
         # Bytes after the terminal frame (OpenAI chat's `[DONE]`) are kept by re-committing at
         # the end; a caller that stops right after the terminal frame still leaves a record.
         self._committed_frames = 0
@@ -164,6 +174,10 @@ class Recording:
         if data:
             self._frames.append(data)
             self._times.append((time.perf_counter() - self._started) * 1000)
+            self._size += len(data)
+            if self._sink.cap and self._size > self._sink.cap and not self._committed_frames:
+                self._over_cap()
+                return data
             self._completion.feed(data)
         if self._completion.complete and not self._committed_frames:
             self._commit()
@@ -201,6 +215,15 @@ class Recording:
         self.finished = True
         self._frames = []
 
+    def _over_cap(self) -> None:
+        """The frames alone are past the cap: the reply is handed over now, and the store
+        refuses it (in-process this raises before the reader gets the chunk that crossed it; the
+        proxy, whose sink commits later on a thread, cuts the reply there). One rule for both:
+        docs/record-format.md#size-cap."""
+        self.finished = True
+        frames, self._frames = self._frames, []
+        self._sink.complete(self._reply(frames))
+
     def _commit(self) -> None:
         amending = self._committed_frames > 0
         self._committed_frames = len(self._frames)
@@ -230,6 +253,12 @@ class _Both:
 
     def __init__(self, first: Sink, second: Sink) -> None:
         self._sinks = (first, second)
+
+    @property
+    def cap(self) -> int:
+        """The stricter of the two stores' caps (0: neither has one)."""
+        caps = [sink.cap for sink in self._sinks if sink.cap]
+        return min(caps) if caps else 0
 
     def began(self) -> None:
         for sink in self._sinks:

@@ -43,7 +43,7 @@ class Script:
     chunked: bool = False  # else one body with a Content-Length
     gate: threading.Event | None = None  # the frames after the first wait for it
     pause_s: float = 0.0
-    compress: bool = False  # gzip the body (Content-Encoding: gzip)
+    compress: bool | str = False  # True or "gzip", "br", "zstd": the body in that coding
     # "end": finish the reply; "reset": drop the connection after the frames (mid-stream);
     # "hang": send nothing more until the server closes (the client's read timeout fires).
     then: Literal["end", "reset", "hang"] = "end"
@@ -91,13 +91,14 @@ class _Handler(BaseHTTPRequestHandler):
         # careless error message might.
         echoed = (self.headers.get("authorization") or "").encode()
         frames = [frame.replace(b"{authorization}", echoed) for frame in script.frames]
-        if script.compress:
-            frames = [gzip.compress(b"".join(frames))]
+        coding = "gzip" if script.compress is True else script.compress or ""
+        if coding:
+            frames = [_compress(coding, b"".join(frames))]
         self.send_response(script.status)
         for name, value in script.headers.items():
             self.send_header(name, value)
-        if script.compress:
-            self.send_header("content-encoding", "gzip")
+        if coding:
+            self.send_header("content-encoding", coding)
         if script.chunked:
             self.send_header("transfer-encoding", "chunked")
         else:
@@ -148,6 +149,18 @@ class _Handler(BaseHTTPRequestHandler):
         return True
 
     do_GET = do_POST = do_PUT = do_DELETE = _serve
+
+
+def _compress(coding: str, body: bytes) -> bytes:
+    if coding == "br":
+        import brotli
+
+        return bytes(brotli.compress(body))
+    if coding == "zstd":
+        import zstandard
+
+        return bytes(zstandard.ZstdCompressor().compress(body))
+    return gzip.compress(body)
 
 
 class Server:

@@ -99,6 +99,24 @@ def test_a_truncated_data_file_is_refused_naming_it(written, tmp_path, length):
     assert str(copy / "data.mdb") in outcome["errors"][0]
 
 
+@pytest.mark.parametrize("length", [0, 8 * 1024, 12 * 1024, "half", "one page short"])
+def test_a_data_file_cut_while_the_store_is_open_raises_instead_of_killing(
+    written, tmp_path, length
+):
+    copy = _damaged(written, tmp_path, "open", lambda data: data)
+    size = (copy / "data.mdb").stat().st_size
+    keep = {"half": size // 2, "one page short": size - PAGE}.get(length, length)
+    done = _run("cut", str(copy), str(written[1]), str(keep))
+    # Before the check, the first read past the new end killed the reader with SIGBUS (-7).
+    assert done.returncode == 0, f"the reader died ({done.returncode}): {done.stderr}"
+    outcome = json.loads(done.stdout)
+    assert outcome["exact"] == 0 and outcome["wrong"] == []
+    assert outcome["errors"], "the cut file was read as if whole"
+    for error in outcome["errors"]:
+        assert error.startswith("typed StoreCorrupt") and "truncated while open" in error
+        assert str(copy / "data.mdb") in error
+
+
 def test_runs_ls_on_a_truncated_store_reports_it_and_exits(written, tmp_path):
     copy = _damaged(written, tmp_path, "cut", lambda data: data[: 12 * 1024])
     done = subprocess.run(

@@ -9,8 +9,11 @@ import httpx
 import openai
 import pytest
 
+import pyrula
+from pyrula.errors import PayloadTooLarge
 from pyrula.journal import Exchanges, Store
-from tests.fakes.openai_api import SSE_HEADERS, chat_json
+from tests.fakes.openai_api import SSE_HEADERS, chat_chunks, chat_json, openai_client
+from tests.fakes.provider import OPENAI_LIB, Upstream
 from tests.fakes.server import Script, Server
 from tests.proxy.support import routes_to, running
 
@@ -73,3 +76,45 @@ def test_passthrough_forwards_a_reply_of_any_size(store, monkeypatch):
     ):
         reply = httpx.post(proxy.base_url("openai") + "/v1/chat/completions", content=b"{}")
     assert reply.status_code == 200 and reply.content == chat_json(BIG)
+
+
+def _read_until_refused(stream) -> tuple[list[str], BaseException | None]:
+    texts: list[str] = []
+    try:
+        for chunk in stream:
+            texts.extend(c.delta.content for c in chunk.choices if c.delta.content)
+    except Exception as exc:  # whatever the path raises: compared below
+        return texts, exc
+    return texts, None
+
+
+def test_an_over_cap_stream_stops_at_the_same_event_in_process_and_through_the_proxy(
+    store, tmp_path, monkeypatch
+):
+    # Events of about 4 kB against a 10 kB cap: the third takes the reply over it.
+    words = [f"{n}" * 4000 for n in range(5)]
+    frames = chat_chunks(words)
+    ask = {"model": "m", "messages": [{"role": "user", "content": "long"}], "stream": True}
+
+    upstream = Upstream(OPENAI_LIB, lambda r: (200, SSE_HEADERS, frames))
+    in_process = openai_client(upstream, max_retries=0)
+    with Store(tmp_path / "in-process", max_record_bytes=10_000) as capped:
+        with pytest.raises(PayloadTooLarge), pyrula.cassette("cap", store=capped):
+            seen, error = _read_until_refused(in_process.chat.completions.create(**ask))
+            assert isinstance(error, PayloadTooLarge)
+            raise error
+        assert list(Exchanges(capped).scan()) == []
+
+    monkeypatch.setenv("PYRULA_MAX_RECORD_BYTES", "10000")
+    script = Script(headers=SSE_HEADERS, frames=frames, chunked=True, pause_s=0.1)
+    with (
+        Server(lambda seen: script) as server,
+        running(store, "record", routes=routes_to(server.url)) as proxy,
+    ):
+        client = openai.OpenAI(
+            api_key="sk-x", base_url=proxy.base_url("openai") + "/v1", max_retries=0
+        )
+        relayed, cut = _read_until_refused(client.chat.completions.create(**ask))
+    assert cut is not None  # the stream was cut short, not ended
+    assert seen == relayed == words[:2]  # the same events, then the error, on both paths
+    assert _stored(store) == []
