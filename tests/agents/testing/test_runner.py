@@ -102,4 +102,9 @@ def test_an_agent_never_recorded_fails_with_the_record_advice(pytester, suite):
             "--pyrula-record-mode=once`."
         ]
     )
-    assert len(result.outlines) < 25
+    # The failure's own report is a few lines, not a traceback through the transport (the
+    # session's header and warnings around it vary with the environment).
+    lines = result.outlines
+    start = next(i for i, line in enumerate(lines) if "= FAILURES =" in line)
+    end = next(i for i in range(start + 1, len(lines)) if lines[i].startswith("="))
+    assert end - start < 8, "\n".join(lines[start:end])
