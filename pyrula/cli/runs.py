@@ -11,7 +11,7 @@ from rich.table import Table
 
 from pyrula.cli._render import console, emit_json, local_time
 from pyrula.cli._reporting import reported as _reported
-from pyrula.inspection.runs import answer_value, waiting
+from pyrula.inspection.runs import against_caps, answer_value, spend_of, waiting
 from pyrula.journal.store import Store
 from pyrula.runtime import Event, RunStore, answer, cancel, fork, purge, resume
 from pyrula.runtime.retention import parse_duration
@@ -71,6 +71,8 @@ def show(run_id: str, store: StoreOption = None, as_json: JsonOption = False) ->
         why = waiting(record, time.time())
         if why:
             out.print(why)
+        for use in against_caps(record, spend_of(events)):
+            out.print(f"{use.name}: spent {use.text}")
         if record.error:
             out.print(f"error: {record.error.get('type')}: {record.error.get('message', '')}")
         table = Table("seq", "event", "detail", box=None)

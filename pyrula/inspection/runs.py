@@ -55,6 +55,47 @@ class Spend:
         return self
 
 
+# Each cap an `@agent` may set, the `Spend` field it holds, and what its amounts count.
+_CAPS = (
+    ("max_llm_calls", "calls", "model calls"),
+    ("max_total_tokens", "tokens", "tokens"),
+    ("max_cost_usd", "cost_usd", "dollars"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CapUse:
+    """One cap a run is held to and what the run has spent against it."""
+
+    name: str  # the `AgentLimits` field: max_llm_calls, max_total_tokens or max_cost_usd
+    spent: float
+    cap: float
+    unit: str  # "model calls", "tokens" or "dollars"
+
+    @property
+    def text(self) -> str:
+        """The spend against the cap: `"2 of 5 model calls"`, `"$0.000300 of $1"`."""
+        if self.unit == "dollars":
+            return f"${self.spent:.6f} of ${self.cap:g}"
+        return f"{self.spent:.0f} of {self.cap:g} {self.unit}"
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.spent / self.cap if self.cap else 100.0
+
+
+def against_caps(run: RunRecord, spend: Spend) -> list[CapUse]:
+    """`spend` against each cap the run's record keeps (an `@agent`'s `AgentLimits`, kept when
+    it was submitted); a workflow's run has none."""
+    kept = run.options.get("limits")
+    caps = kept if isinstance(kept, dict) else {}
+    return [
+        CapUse(name, float(getattr(spend, attr)), float(caps[name]), unit)
+        for name, attr, unit in _CAPS
+        if isinstance(caps.get(name), int | float)
+    ]
+
+
 def spend_of(events: list[Event], start: Spend = Spend()) -> Spend:
     spend = start
     for event in events:

@@ -16,6 +16,7 @@ from pyrula.errors import (
     RunFailed,
     RunNotFound,
     StepFailed,
+    WorkflowNotRegistered,
 )
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.keys import run_key
@@ -23,7 +24,7 @@ from pyrula.journal.store import Store, open_store
 from pyrula.journal.wakeups import WAKE_FALLBACK_SECONDS
 from pyrula.runtime.attempt import Attempt
 from pyrula.runtime.failures import rebuild_error
-from pyrula.runtime.registry import Definition
+from pyrula.runtime.registry import Definition, lookup
 from pyrula.runtime.retention import Purged, parse_duration
 from pyrula.runtime.retention import purge as purge_ended
 from pyrula.runtime.runstore import (
@@ -47,6 +48,20 @@ def _journal(store: StoreLike) -> RunStore:
 
 def _name(workflow: Definition[..., Any] | str) -> str:
     return workflow if isinstance(workflow, str) else workflow.name
+
+
+def _caps(workflow: Definition[..., Any] | str) -> dict[str, Any]:
+    """The caps a run of `workflow` is held to, for its record (`{"limits": {...}}`): an
+    `@agent`'s `AgentLimits`; nothing for a workflow, or for a name this process has not
+    imported (its definition, and so its caps, are known only where it is imported)."""
+    definition = workflow
+    if isinstance(definition, str):
+        try:
+            definition = lookup(definition)
+        except WorkflowNotRegistered:
+            return {}
+    caps = definition.limits.to_json() if definition.limits is not None else {}
+    return {"limits": caps} if caps else {}
 
 
 @dataclass
@@ -118,6 +133,7 @@ def submit(
 
     Under an `idempotency_key` a second submission attaches to the first run (and a different
     input raises `IdempotencyConflict`); without one, reusing a `run_id` raises `RunExists`.
+    An `@agent`'s caps are kept in the run's record (`options["limits"]`) for people to read.
     """
     if capture not in ("io", "metadata"):
         raise ValueError("capture must be 'io' (inputs and results kept) or 'metadata'")
@@ -129,6 +145,7 @@ def submit(
         idempotency_key=idempotency_key,
         token_ttl=token_ttl,
         capture=capture,
+        options=_caps(workflow),
     )
     return RunHandle(record.id, journal, created)
 
@@ -213,6 +230,7 @@ def fork(run_id: str, at_seq: int, *, store: StoreLike = None) -> RunHandle:
         data,
         run_id=new_id,
         capture=source.capture,
+        options={k: v for k, v in source.options.items() if k == "limits"},
         forked_from={"run": run_id, "at_seq": at_seq},
         seed_events=seeds,
         seed_withheld={
@@ -247,7 +265,7 @@ def submit_child(
             {"args": list(args), "kwargs": kwargs},
             run_id=child_id,
             capture=attempt.run.capture,
-            options={"parent": attempt.run.id},
+            options={"parent": attempt.run.id, **_caps(workflow)},
         )
 
 

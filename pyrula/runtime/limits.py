@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from pyrula.errors import BudgetExceeded
@@ -17,6 +17,11 @@ class AgentLimits:
     max_llm_calls: int | None = None
     max_total_tokens: int | None = None
     max_cost_usd: float | None = None
+
+    def to_json(self) -> dict[str, int | float]:
+        """The caps that are set, by name: what a run's record keeps (`options["limits"]`)."""
+        set_caps = ((f.name, getattr(self, f.name)) for f in fields(self))
+        return {name: value for name, value in set_caps if value is not None}
 
 
 # Four bytes a token is the usual rule of thumb for English and JSON.

@@ -15,6 +15,7 @@ from starlette.routing import Route
 
 from pyrula.errors import PyrulaError
 from pyrula.inspection.runs import (
+    against_caps,
     answer_value,
     attempts,
     finished,
@@ -50,7 +51,8 @@ def run_list(request: Request) -> Response:
         last = run.id
         if (not status or run.status == status) and (not workflow or workflow in run.name):
             spend = spend_of(journal.events(run.id, limit=TIMELINE_EVENTS))
-            rows.append({"run": run, "spend": spend, "waiting": waiting(run, now)})
+            caps = against_caps(run, spend)
+            rows.append({"run": run, "spend": spend, "caps": caps, "waiting": waiting(run, now)})
             if len(rows) >= PAGE_SIZE:
                 break
         if scanned >= SCAN_BUDGET:
@@ -78,10 +80,13 @@ def _timeline_context(request: Request, record: RunRecord) -> dict[str, Any]:
     after = int(request.query_params.get("after") or 0)
     events = journal.events(record.id, after=after, limit=TIMELINE_EVENTS)
     pending = pending_question(record, events)
+    spend = spend_of(events)
     return {
         "run": record,
         "attempts": attempts(events),
-        "spend": spend_of(events),
+        "spend": spend,
+        "caps": against_caps(record, spend),
+        "against_caps": against_caps,
         "waiting": waiting(record, time.time()),
         "pending": pending,
         # Follow the run while it can move on its own; a question waiting for a person is not

@@ -7,7 +7,7 @@ import json
 
 from typer.testing import CliRunner
 
-from pyrula.agents import AgentContext, agent
+from pyrula.agents import AgentContext, AgentLimits, agent
 from pyrula.cli.app import app
 from tests.runtime.support import ask, async_openai, chat_upstream, run_to_rest
 
@@ -19,7 +19,7 @@ async def _twice() -> str:
     return await ask(client, "in a step, first") + await ask(client, "in a step, second")
 
 
-@agent(name="followable")
+@agent(name="followable", limits=AgentLimits(max_llm_calls=10))
 async def followable(ctx: AgentContext) -> str:
     top = await ask(async_openai(UPSTREAM), "from the body")
     return top + await ctx.step("two calls", _twice)
@@ -48,6 +48,7 @@ def test_a_runs_model_calls_lead_to_their_exchanges():
     shown = _cli("runs", "show", handle.id, "--store", store)
     assert journaled[0]["exchange"][:12] in shown
     assert "#1 (step)" in shown
+    assert "max_llm_calls: spent 3 of 10 model calls" in shown  # the cap kept in its record
 
     body = _cli("journal", "show", journaled[0]["exchange"][:12], "--store", store)
     assert "from the body" in body

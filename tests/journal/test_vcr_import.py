@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import anthropic
 import openai
@@ -145,19 +146,25 @@ def test_moved():
     result.stdout.fnmatch_lines(["ReplayMiss: cassette 'cassettes/test_moved/test_moved.json'*"])
 
 
-VCRPY6 = Path(__file__).parents[1] / "fakes" / "vcrpy6"
+FAKES = Path(__file__).parents[1] / "fakes"
+# vcrpy 6.0.2, 7.0.0 and 8.5.0 through the httpx SDKs; 8.5.0 also through the httpx2 ones.
+RECORDED = ["vcrpy6", "vcrpy7", "vcrpy8", "vcrpy8/httpx2"]
+OLDER = [
+    (folder, provider) for folder in RECORDED for provider in ("anthropic", "gemini", "openai")
+]
 
 
-@pytest.mark.parametrize("provider", ["openai", "anthropic"])
-def test_cassettes_of_an_older_vcrpy_major_replay_into_equal_objects(tmp_path, provider):
+@pytest.mark.parametrize(("folder", "provider"), OLDER)
+def test_cassettes_of_an_older_vcrpy_major_replay_into_equal_objects(tmp_path, folder, provider):
     import yaml
 
     source = tmp_path / f"test_{provider}.yaml"
-    source.write_bytes((VCRPY6 / source.name).read_bytes())
+    source.write_bytes((FAKES / folder / source.name).read_bytes())
     (result,) = convert([source])
     assert result.skipped == [] and result.converted == 2
-    uri = yaml.safe_load(source.read_text())["interactions"][0]["request"]["uri"]
-    base = uri.split("/v1/")[0]
+    assert TEST_KEY not in result.target.read_text()  # scrubbed as the store is
+    uri = urlsplit(yaml.safe_load(source.read_text())["interactions"][0]["request"]["uri"])
+    base = f"{uri.scheme}://{uri.netloc}"
 
     def calls(journaled: bool) -> tuple[list[Any], Any]:
         if provider == "openai":
@@ -168,6 +175,21 @@ def test_cassettes_of_an_older_vcrpy_major_replay_into_equal_objects(tmp_path, p
                 model="gpt-4o-mini", messages=ask("hi"), stream=True
             )
             return [plain.model_dump(), [c.model_dump() for c in stream]], stub
+        if provider == "gemini":
+            from google import genai
+
+            stub = gemini_api.upstream()
+            inner = stub.transport()
+            transport = journal_transport(GENAI_LIB, inner) if journaled else inner
+            options = {"base_url": base, "client_args": {"transport": transport}}
+            gemini = genai.Client(api_key=TEST_KEY, http_options=options)
+            drop = {"sdk_http_response"}
+            reply = gemini.models.generate_content(model=gemini_api.MODEL, contents="hi")
+            chunks = gemini.models.generate_content_stream(model=gemini_api.MODEL, contents="hi")
+            return [
+                reply.model_dump(exclude=drop),
+                [c.model_dump(exclude=drop) for c in chunks],
+            ], stub
         stub = anthropic_api.upstream()
         client = sdk_client(
             stub, anthropic.Anthropic, anthropic.AsyncAnthropic, base, journaled=journaled

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from pyrula.agents import AgentContext, AgentLimits, BudgetExceeded, agent
-from pyrula.runtime import RunStore, Worker, cancel, submit
+from pyrula.runtime import RunStore, Worker, cancel, fork, submit
 from pyrula.workflows import WorkflowContext, workflow
 from tests.fakes.openai_api import chat_completion
 from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply
@@ -101,3 +101,29 @@ def test_a_childs_spend_counts_against_its_parents_caps():
     assert len(CHEAP.calls) == 1  # the refused call was never sent
     [spend] = [e.payload for e in handle.events() if e.type == "child:spend"]
     assert spend["total_tokens"] == 500_000
+
+
+@agent(name="capped_child", limits=AgentLimits(max_llm_calls=3, max_cost_usd=0.5))
+async def capped_child(ctx: AgentContext) -> str:
+    return "done"
+
+
+@workflow(name="parent_of_capped")
+async def parent_of_capped(ctx: WorkflowContext) -> str:
+    return await ctx.run_child(capped_child)
+
+
+def test_a_runs_record_keeps_the_caps_it_is_held_to():
+    handle = run_to_rest(parent_of_capped)
+    journal = handle.journal
+    assert "limits" not in handle.record.options  # a workflow has no caps
+    [child] = [e.payload["child"] for e in handle.events() if e.type == "child:started"]
+    assert journal.get(child).options == {
+        "parent": handle.id,
+        "limits": {"max_llm_calls": 3, "max_cost_usd": 0.5},
+    }
+    # Submitted by name from a process that imports it, and forked: the caps are kept.
+    by_name = submit("capped_parent", store=journal.store)
+    assert by_name.record.options == {"limits": {"max_total_tokens": 100_000}}
+    forked = fork(by_name.id, 1, store=journal.store)
+    assert forked.record.options == {"limits": {"max_total_tokens": 100_000}}

@@ -7,11 +7,27 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
+from pyrula.agents import AgentContext, AgentLimits, agent
 from pyrula.journal.store import Store
 from pyrula.runtime import submit
 from pyrula.ui import create_app
+from pyrula.workflows import WorkflowContext, workflow
 from tests.cli.support import SECRET
 from tests.fakes.openai_api import SMALL_USAGE
+from tests.runtime.support import ask, async_openai, chat_upstream, run_to_rest
+
+UPSTREAM = chat_upstream()
+
+
+@agent(name="ui_capped", limits=AgentLimits(max_llm_calls=5, max_total_tokens=10_000))
+async def capped(ctx: AgentContext, ticket: str) -> str:
+    client = async_openai(UPSTREAM)
+    return await ask(client, await ask(client, f"summarise {ticket}"))
+
+
+@workflow(name="ui_uncapped")
+async def uncapped(ctx: WorkflowContext, ticket: str) -> str:
+    return await ask(async_openai(UPSTREAM), f"summarise {ticket}")
 
 
 def test_an_action_the_run_cannot_take_is_refused_with_the_clis_message(store: Path) -> None:
@@ -58,3 +74,28 @@ def test_a_plain_exchange_shows_its_conversation_and_reply_and_no_credential(
     assert '"content": "Answer to Ping?"' in page  # the reply, indented JSON
     assert f"= {SMALL_USAGE['total_tokens']} tokens" in page  # the usage the reply reported
     assert SECRET not in page  # the provider echoed the key back; the store never kept it
+
+
+def test_an_agents_spend_is_shown_against_its_caps_and_a_workflow_shows_none(
+    store: Path,
+) -> None:
+    agent_run = run_to_rest(capped, "T-7", store=Store(store, create=False))
+    workflow_run = run_to_rest(uncapped, "T-8", store=Store(store, create=False))
+    tokens = sum(e.payload["total_tokens"] for e in agent_run.events() if e.type == "llm:done")
+    assert tokens > 0
+    with TestClient(create_app(store)) as client:
+        page = client.get(f"/runs/{agent_run.id}").text
+        plain = client.get(f"/runs/{workflow_run.id}").text
+        listed = client.get("/runs").text
+    # The run's facts: each cap with the spend against it.
+    assert "max_llm_calls: spent 2 of 5 model calls (40%)" in page
+    assert f"max_total_tokens: spent {tokens} of 10000 tokens" in page
+    # The timeline: the spend accumulating against the cap, call by call.
+    assert "1 of 5 model calls" in page
+    assert "max_cost_usd" not in page  # a cap the agent did not set is not shown
+    assert "of 5 model calls" not in plain
+    assert "none (only an <code>@agent</code>" in plain
+    agent_row = listed.split(agent_run.id, 1)[1].split("</tr>", 1)[0]
+    assert "2 of 5 model calls" in agent_row
+    assert f"{tokens} of 10000 tokens" in agent_row
+    assert "no caps" in listed.split(workflow_run.id, 1)[1].split("</tr>", 1)[0]
