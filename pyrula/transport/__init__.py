@@ -10,14 +10,14 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyrula.transport.adapters import AsyncHttpx2Transport, Httpx2Transport
+    from pyrula.transport.httpx2_adapters import AsyncHttpx2Transport, Httpx2Transport
     from pyrula.transport.botocore import BotocoreHook, journal_botocore
     from pyrula.transport.httpx_adapters import AsyncHttpxTransport, HttpxTransport
 
 _WHERE = {
-    "AsyncHttpx2Transport": "pyrula.transport.adapters",
+    "AsyncHttpx2Transport": "pyrula.transport.httpx2_adapters",
     "AsyncHttpxTransport": "pyrula.transport.httpx_adapters",
-    "Httpx2Transport": "pyrula.transport.adapters",
+    "Httpx2Transport": "pyrula.transport.httpx2_adapters",
     "HttpxTransport": "pyrula.transport.httpx_adapters",
     "BotocoreHook": "pyrula.transport.botocore",
     "journal_botocore": "pyrula.transport.botocore",

@@ -1,9 +1,9 @@
 """The four transports: httpx and httpx2, sync and async, each a thin type translation of the core.
 
 httpx2 is a fork of httpx with the same shapes under another module, so one set of helpers is
-written against "the library" and each adapter names which library it serves. The httpx pair
-lives in `httpx_adapters` and loads on first use (`HttpxTransport` here is looked up there), so
-a program on httpx2 alone (openai 3.x, anthropic 2.x) never imports httpx.
+written against "the library" and each adapter names which library it serves. Each pair lives
+in a module of its own (`httpx_adapters`, `httpx2_adapters`) and loads on first use (the names
+here are looked up there), so a program imports only the stack its SDK uses.
 """
 
 from __future__ import annotations
@@ -13,8 +13,6 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
-
-import httpx2
 
 from pyrula.fingerprints import Canonical
 from pyrula.transport.core import (
@@ -207,29 +205,26 @@ class _AsyncAdapter(_Adapter):
             await self._inner.aclose()
 
 
-class Httpx2Transport(_SyncAdapter, httpx2.BaseTransport):
-    """A journaling `httpx2` transport (openai 3.x, anthropic 2.x, google-genai 3.x)."""
-
-    _lib = httpx2
-
-
-class AsyncHttpx2Transport(_AsyncAdapter, httpx2.AsyncBaseTransport):
-    """The async twin of `Httpx2Transport`."""
-
-    _lib = httpx2
-
 # Any of the four journaling transports, whichever library it serves.
 JournalTransport = _Adapter
 
 if TYPE_CHECKING:
+    from pyrula.transport.httpx2_adapters import AsyncHttpx2Transport, Httpx2Transport
     from pyrula.transport.httpx_adapters import AsyncHttpxTransport, HttpxTransport
 
-_ON_HTTPX = frozenset({"HttpxTransport", "AsyncHttpxTransport"})
+# Where each pair lives: importing it imports its stack, so only a program using it gets there.
+_MODULE_OF = {
+    "HttpxTransport": "pyrula.transport.httpx_adapters",
+    "AsyncHttpxTransport": "pyrula.transport.httpx_adapters",
+    "Httpx2Transport": "pyrula.transport.httpx2_adapters",
+    "AsyncHttpx2Transport": "pyrula.transport.httpx2_adapters",
+}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _ON_HTTPX:  # imports httpx: only a program that uses it gets here
-        return getattr(importlib.import_module("pyrula.transport.httpx_adapters"), name)
+    module = _MODULE_OF.get(name)
+    if module is not None:
+        return getattr(importlib.import_module(module), name)
     raise AttributeError(f"module 'pyrula.transport.adapters' has no attribute {name!r}")
 
 

@@ -29,7 +29,7 @@ from pyrula.agents.llm.messages import (
 from pyrula.errors import ModelHTTPError
 from pyrula.replies import rules_for
 from pyrula.runtime.calls import LLMRate, ReplayedFailure, call_frame, estimate_tokens, replays
-from pyrula.transport.adapters import AsyncHttpx2Transport
+from pyrula.transport.httpx2_adapters import AsyncHttpx2Transport
 from pyrula.transport.framing import SSEDecoder
 
 # A handler for live stream deltas; it may be sync or async.
