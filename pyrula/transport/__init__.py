@@ -10,8 +10,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from pyrula.transport.httpx2_adapters import AsyncHttpx2Transport, Httpx2Transport
     from pyrula.transport.botocore import BotocoreHook, journal_botocore
+    from pyrula.transport.httpx2_adapters import AsyncHttpx2Transport, Httpx2Transport
     from pyrula.transport.httpx_adapters import AsyncHttpxTransport, HttpxTransport
 
 _WHERE = {

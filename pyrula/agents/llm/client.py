@@ -29,8 +29,8 @@ from pyrula.agents.llm.messages import (
 from pyrula.errors import ModelHTTPError
 from pyrula.replies import rules_for
 from pyrula.runtime.calls import LLMRate, ReplayedFailure, call_frame, estimate_tokens, replays
-from pyrula.transport.httpx2_adapters import AsyncHttpx2Transport
 from pyrula.transport.framing import SSEDecoder
+from pyrula.transport.httpx2_adapters import AsyncHttpx2Transport
 
 # A handler for live stream deltas; it may be sync or async.
 DeltaHandler = Callable[[Delta], Awaitable[None] | None]
