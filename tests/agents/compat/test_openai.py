@@ -17,6 +17,7 @@ from pyrula.agents.compat import openai as compat
 from pyrula.agents.compat.openai import AsyncOpenAI, OpenAI, journaled
 from pyrula.agents.testing.runner import AgentRunner
 from pyrula.transport import AsyncHttpx2Transport, AsyncHttpxTransport
+from pyrula.transport.adapters import JournalTransport
 from tests.agents.compat.support import CHAT, RESP, openai_dropin, park_and_resume
 from tests.fakes.openai_api import upstream
 from tests.fakes.provider import OPENAI_LIB
@@ -110,7 +111,7 @@ def test_mounted_transports_are_journaled_too():
     http = OPENAI_LIB.Client(mounts={"http://openai.test": OPENAI_LIB.HTTPTransport()})
     client = OpenAI(api_key="k", http_client=http)
     mounted = [t for t in client._client._mounts.values() if t is not None]
-    assert mounted and all(type(t).__module__ == "pyrula.transport.adapters" for t in mounted)
+    assert mounted and all(isinstance(t, JournalTransport) for t in mounted)
 
 
 # -- refused arguments on the Responses API --------------------------------------------------
