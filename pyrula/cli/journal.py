@@ -19,6 +19,7 @@ from rich.console import Console
 
 from pyrula.cli import _har, _jsonl, _render
 from pyrula.cli._errors import BadExport, JournalCommandError
+from pyrula.cli._options import JsonOption, StoreOption
 from pyrula.cli._reporting import reported as _reported
 from pyrula.cli.store import damage_json as _damage_json
 from pyrula.cli.store import damage_text as _damage_text
@@ -42,16 +43,6 @@ journal_app = typer.Typer(
     help="Inspect and manage recorded exchanges.", no_args_is_help=True, add_completion=False
 )
 
-StoreOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        envvar="PYRULA_STORE",
-        show_default=False,
-        help="Store folder or postgresql:// URL (default: ./.pyrula).",
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 PrefixArgument = Annotated[
     str | None,
     typer.Argument(

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from pyrula.cli._options import StoreOption
 from pyrula.cli.worker import worker
 
 mcp_app = typer.Typer(help="Serve Pyrula tools over MCP, each call a durable run.")
@@ -19,12 +20,6 @@ ToolsOption = Annotated[
         "-i",
         metavar="MODULE:NAME",
         help="The tools to serve: a module and the name of its list of tools (app:tools).",
-    ),
-]
-StoreOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store", help="Store folder or postgresql:// URL (default: PYRULA_STORE or ./.pyrula)."
     ),
 ]
 

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.table import Table
 
+from pyrula.cli._options import JsonOption, StoreOption
 from pyrula.cli._render import console, emit_json, local_time
 from pyrula.cli._reporting import reported as _reported
 from pyrula.inspection.runs import against_caps, answer_value, spend_of, waiting
@@ -18,13 +19,6 @@ from pyrula.runtime.retention import parse_duration
 
 runs_app = typer.Typer(help="Inspect and drive durable runs.", no_args_is_help=True)
 
-StoreOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store", help="Store folder or postgresql:// URL (default: PYRULA_STORE or ./.pyrula)."
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Machine-readable output.")]
 
 
 def _journal(store: str | None) -> RunStore:

@@ -7,22 +7,12 @@ from typing import Annotated, Any
 
 import typer
 
+from pyrula.cli._options import JsonOption, StoreOption
 from pyrula.errors import PyrulaError, StoreError
 from pyrula.journal.check import Damage, check
 from pyrula.journal.copy import copy_store
 from pyrula.journal.keys import describe_key
 from pyrula.journal.store import Store, display, is_url
-
-StoreOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store",
-        envvar="PYRULA_STORE",
-        show_default=False,
-        help="Store folder or postgresql:// URL.",
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON.")]
 
 store_app = typer.Typer(
     help="Check, migrate, copy and count a journal store.",

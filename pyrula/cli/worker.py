@@ -15,19 +15,13 @@ from typing import Annotated
 
 import typer
 
+from pyrula.cli._options import StoreOption
 from pyrula.cli._reporting import reported
 from pyrula.cli._worker_log import install as install_log
 from pyrula.cli._worker_log import say
 from pyrula.journal.store import Store
 from pyrula.runtime import Worker
 from pyrula.runtime.retention import parse_duration
-
-StoreOption = Annotated[
-    str | None,
-    typer.Option(
-        "--store", help="Store folder or postgresql:// URL (default: PYRULA_STORE or ./.pyrula)."
-    ),
-]
 
 
 def _import_or_exit(module: str) -> None:
