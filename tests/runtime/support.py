@@ -20,7 +20,6 @@ import openai
 from pyrula.journal.store import open_store
 from pyrula.runtime import RunHandle, Worker, submit
 from tests.fakes.openai_api import chat_completion, openai_client
-from tests.fakes.postgres import fresh_url
 from tests.fakes.provider import OPENAI_LIB, Reply, Upstream, json_reply
 
 ROOT = Path(__file__).parents[2]
@@ -57,6 +56,8 @@ OPENED: list[Any] = []
 def new_store() -> Any:
     """A fresh, empty store on the current test's backend (closed by `each_backend`)."""
     if BACKEND["name"] == "postgresql":
+        from tests.fakes.postgres import fresh_url  # psycopg: only the legs that test PostgreSQL
+
         store = open_store(fresh_url())
         OPENED.append(store)
         return store
