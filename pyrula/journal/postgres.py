@@ -225,7 +225,8 @@ class PostgresStore(Store):
                         done = True
                     self._sweep_tokens(conn)
                     return result
-            except psycopg.OperationalError as exc:
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                # A lost or closed connection (a server restart): retry on a fresh one.
                 if done and self._committed(token, deadline):
                     return result
                 if time.monotonic() + delay > deadline:

@@ -29,6 +29,7 @@ from pyrula.errors import (
     RunNotFound,
     StoreError,
     StoreFull,
+    StoreUnavailable,
     WorkflowNotRegistered,
 )
 from pyrula.journal.store import Store, open_store
@@ -332,10 +333,10 @@ class Worker:
                     return
                 raise
             except (Exception, ReplayInputChanged) as exc:  # the body's failure ends the run
-                full = _store_full(exc)
-                if full is not None:
-                    _log_store_full(run, lease, full)
-                    return  # the disk's failure, not the run's: resumed once its lease lapses
+                down = _store_down(exc)
+                if down is not None:
+                    _log_store_down(run, lease, down)
+                    return  # the store's failure, not the run's: resumed once its lease lapses
                 outcome = _failed(run, FAILED, exc)
             if run.id in self._released:  # the body swallowed the drain's cancellation
                 self._release(run, lease, started)
@@ -361,8 +362,8 @@ class Worker:
             except RunAttemptEnded:
                 _log_lost(run, lease)
                 return
-            except StoreFull as exc:
-                _log_store_full(run, lease, exc)
+            except (StoreFull, StoreUnavailable) as exc:
+                _log_store_down(run, lease, exc)
                 return
             _log_run(outcome.status, run, lease, started, outcome.error)
         finally:
@@ -405,26 +406,28 @@ def _fields(event: str, **more: Any) -> dict[str, Any]:
     return {"pyrula": {"event": event, **more}}
 
 
-def _store_full(exc: BaseException) -> StoreFull | None:
-    """The `StoreFull` behind `exc` (an SDK may wrap it, as openai's APIConnectionError does)."""
+def _store_down(exc: BaseException) -> StoreFull | StoreUnavailable | None:
+    """The store's own failure behind `exc` (a full disk, a database out of reach for longer
+    than its retry window), if any; an SDK may wrap it, as openai's APIConnectionError does."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
-        if isinstance(current, StoreFull):
+        if isinstance(current, StoreFull | StoreUnavailable):
             return current
         seen.add(id(current))
         current = current.__cause__ or current.__context__
     return None
 
 
-def _log_store_full(run: RunRecord, lease: Lease, exc: StoreFull) -> None:
+def _log_store_down(run: RunRecord, lease: Lease, exc: StoreFull | StoreUnavailable) -> None:
+    event = "store_full" if isinstance(exc, StoreFull) else "store_unavailable"
     log.warning(
         "run %s attempt %s stopped: %s; the run is left to be resumed (by a worker once its "
         "lease lapses, or `pyrula runs resume`)",
         run.id,
         lease.attempt,
         exc,
-        extra=_fields("store_full", run=run.id, workflow=run.name, attempt=lease.attempt),
+        extra=_fields(event, run=run.id, workflow=run.name, attempt=lease.attempt),
     )
 
 

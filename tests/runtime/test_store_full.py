@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pyrula.errors import StoreFull
+from pyrula.errors import StoreFull, StoreUnavailable
 from pyrula.runtime import Worker, submit
 from pyrula.workflows import WorkflowContext, workflow
 from tests.runtime.support import ask, async_openai, chat_upstream, drive, new_store
@@ -49,3 +49,27 @@ def test_a_run_that_meets_a_full_disk_is_left_to_resume_then_completes(monkeypat
     assert asyncio.run(handle.result()) == "answer to q1"
     # The call whose recording the full disk refused was not journaled, so it went out again.
     assert len(UPSTREAM.calls) == 2
+
+
+def test_a_run_whose_database_stays_out_of_reach_is_left_to_resume(monkeypatch, caplog):
+    # A PostgreSQL server down for longer than the retry window (`StoreUnavailable`) is the
+    # store's failure too: the run must not end `failed` (seen in a server-restart test).
+    UPSTREAM.calls.clear()
+    store = new_store()
+    write = store.write
+    failed: list[str] = []
+
+    def unreachable_once(fn, **scope):
+        if not failed and fn.__qualname__.startswith("Exchanges.put"):
+            failed.append(fn.__qualname__)
+            raise StoreUnavailable("postgresql://db/pyrula stayed unreachable (server restarting)")
+        return write(fn, **scope)
+
+    monkeypatch.setattr(store, "write", unreachable_once)
+    handle = submit(store_full_ask, "q2", store=store)
+    asyncio.run(Worker(store, poll_seconds=0.005, lease_seconds=0.2).run(max_runs=1))
+    assert failed, "the outage was never met"
+    assert handle.record.status != "failed"
+    assert "left to be resumed" in caplog.text
+    drive(store)
+    assert handle.record.status == "completed"
