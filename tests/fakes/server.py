@@ -138,9 +138,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _wait(self, gate: threading.Event) -> bool:
         """Wait for the gate; False if the client closed the connection meanwhile."""
+        # poll(), not select(): a test process may hold more than 1,024 descriptors.
+        watch = select.poll()
+        watch.register(self.connection, select.POLLIN)
         while not gate.wait(0.01):
-            readable, _, _ = select.select([self.connection], [], [], 0)
-            if readable:
+            if watch.poll(0):
                 try:
                     if self.connection.recv(1, socket.MSG_PEEK) == b"":
                         return False
