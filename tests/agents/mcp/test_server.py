@@ -189,6 +189,11 @@ def test_no_worker_within_the_timeout_is_pyrulas_own_error() -> None:
     assert lonely.lines() == []
 
 
+def _cancel_requested(setup: Setup) -> bool:
+    with open_store(setup.store, create=False) as store:
+        return any(run.cancel_requested for run in RunStore(store).runs())
+
+
 def test_an_mcp_cancel_notification_cancels_the_run(setup: Setup) -> None:
     args = {"order_id": "hold-n", "cents": 8}
 
@@ -200,6 +205,11 @@ def test_an_mcp_cancel_notification_cancels_the_run(setup: Setup) -> None:
                     lambda: wait_until(lambda: setup.lines("start hold-n"), "the tool to start")
                 )
                 await client.cancel_latest(tasks)
+            # The server takes the notification in its own time: open the gate only once the
+            # run's cancel is in the store, or the tool may finish first (a race, not a refusal).
+            await anyio.to_thread.run_sync(
+                lambda: wait_until(lambda: _cancel_requested(setup), "the cancel to be journaled")
+            )
             setup.open_gate("hold-n")
             # The same key re-attaches to the cancelled run.
             return await client.call("charge_card", args, "n1")
