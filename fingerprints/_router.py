@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -11,6 +10,7 @@ from functools import lru_cache
 from . import anthropic_messages, bedrock_converse, gemini, generic, openai_chat, openai_responses
 from ._canonical import Canonical, RequestParts
 from ._url import split_url
+from .bounded import BoundedCache
 
 Canonicalizer = Callable[[RequestParts], Canonical]
 
@@ -74,15 +74,14 @@ HEADERS_READ: dict[Canonicalizer, tuple[str, ...]] = {
 # the headers in HEADERS_READ): a repeated request (a replayed test's calls, a retry, the proxy's
 # many clients asking the same thing) skips parsing, stripping and hashing its body. Exact: the
 # key is the bytes themselves, compared in full on a hit. Bounded: bodies up to
-# _CACHE_BODY_BYTES, at most _CACHE_BYTES of them in all, oldest dropped first. The cached
+# _CACHE_BODY_BYTES, at most 8 MiB of them in all, oldest dropped first (`BoundedCache`). The cached
 # `Canonical` is shared between calls, so nothing may change its `compared` or `meta` (nothing
 # does).
 _CACHE_BODY_BYTES = 64 * 1024
-_CACHE_BYTES = 8 * 1024 * 1024
 _Key = tuple[str, str, bytes, tuple[str | None, ...]]
-_cache: dict[_Key, Canonical] = {}
-_cache_bytes = 0
-_cache_lock = threading.Lock()
+_cache: BoundedCache[_Key, Canonical] = BoundedCache(
+    8 * 1024 * 1024, lambda key: len(key[2]) + len(key[1]) + 256
+)
 
 
 def canonicalize(parts: RequestParts) -> Canonical:
@@ -97,22 +96,8 @@ def canonicalize(parts: RequestParts) -> Canonical:
     canonical = _cache.get(key)
     if canonical is None:
         canonical = _canonicalize(parts, canonicalizer)
-        _remember(key, canonical)
+        _cache.put(key, canonical)
     return canonical
-
-
-def _remember(key: _Key, canonical: Canonical) -> None:
-    global _cache_bytes
-    size = len(key[2]) + len(key[1]) + 256
-    with _cache_lock:
-        if key in _cache:
-            return
-        while _cache and _cache_bytes + size > _CACHE_BYTES:
-            oldest = next(iter(_cache))
-            del _cache[oldest]
-            _cache_bytes -= len(oldest[2]) + len(oldest[1]) + 256
-        _cache[key] = canonical
-        _cache_bytes += size
 
 
 def _canonicalize(parts: RequestParts, canonicalizer: Canonicalizer) -> Canonical:

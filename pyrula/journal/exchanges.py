@@ -19,7 +19,6 @@ import dataclasses
 import json
 import os
 import struct
-import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -27,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyrula.errors import RestoreRefused, StoreCorrupt
+from pyrula.fingerprints.bounded import BoundedCache
 from pyrula.journal import blobs
 from pyrula.journal.keys import describe_key
 from pyrula.journal.store import Store, Txn
@@ -142,25 +142,10 @@ def _unpack(page: bytes | memoryview) -> Iterator[bytes]:
 # the same recording again (a test suite replaying a cassette repeatedly, the proxy answering
 # many clients) skips checking and decoding it. Exact: a hit compares every byte, so a record
 # changed in any way is decoded afresh. Bounded: values up to _DECODED_VALUE_BYTES, at most
-# _DECODED_BYTES in all, oldest dropped first. The cached record is shared: nothing may change
-# its `headers` or `extra` (nothing does).
+# 8 MiB in all, oldest dropped first (`BoundedCache`). The cached record is shared: nothing
+# may change its `headers` or `extra` (nothing does).
 _DECODED_VALUE_BYTES = 16 * 1024
-_DECODED_BYTES = 8 * 1024 * 1024
-_decoded: dict[bytes, tuple[ExchangeRecord, bytes]] = {}
-_decoded_bytes = 0
-_decoded_lock = threading.Lock()
-
-
-def _remember_decoded(value: bytes, found: tuple[ExchangeRecord, bytes]) -> None:
-    global _decoded_bytes
-    with _decoded_lock:
-        if value in _decoded:
-            return
-        while _decoded and _decoded_bytes + len(value) > _DECODED_BYTES:
-            _decoded_bytes -= len(oldest := next(iter(_decoded)))
-            del _decoded[oldest]
-        _decoded[value] = found
-        _decoded_bytes += len(value)
+_decoded: BoundedCache[bytes, tuple[ExchangeRecord, bytes]] = BoundedCache(8 * 1024 * 1024, len)
 
 
 def _page_key(record_id: str, page: int) -> bytes:
@@ -183,10 +168,10 @@ class Exchanges:
             return None
         if len(value) > _DECODED_VALUE_BYTES:
             return _decode(value, key)
-        found = _decoded.get(value)
+        found: tuple[ExchangeRecord, bytes] | None = _decoded.get(value)
         if found is None:
             found = _decode(value, key)
-            _remember_decoded(value, found)
+            _decoded.put(value, found)
         return found
 
     def frames(self, record: ExchangeRecord, first_page: bytes) -> Iterator[bytes]:

@@ -38,9 +38,7 @@ from pyrula.runtime.attempt import Attempt, HandedOff, Park
 from pyrula.runtime.calls import running
 from pyrula.runtime.context import AgentContext, WorkflowContext
 from pyrula.runtime.failures import describe_error
-from pyrula.runtime.registry import lookup, registered
-from pyrula.runtime.retention import parse_duration, purge
-from pyrula.runtime.runstore import (
+from pyrula.runtime.records import (
     BUDGET_EXCEEDED,
     CANCELLED,
     COMPLETED,
@@ -51,8 +49,10 @@ from pyrula.runtime.runstore import (
     TERMINAL,
     Lease,
     RunRecord,
-    RunStore,
 )
+from pyrula.runtime.registry import lookup, registered
+from pyrula.runtime.retention import parse_duration, purge
+from pyrula.runtime.runstore import RunStore
 from pyrula.transport.core import pop_session, push_session
 
 log = logging.getLogger("pyrula.worker")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import functools
 import inspect
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -20,10 +19,9 @@ from pyrula.agents.compat._guard import CallRoute, Guard, missing_surface, no_re
 from pyrula.agents.compat._http import journal_http_client
 from pyrula.agents.compat._rate_slots import RateCall
 from pyrula.agents.compat._surfaces import SurfaceTable
+from pyrula.agents.compat.stainless_outcomes import StainlessOutcomes
 from pyrula.runtime.calls import (
-    ERROR_HEADERS,
     LLMRate,
-    ReplayedFailure,
     bypassing,
     passed_through,
 )
@@ -110,66 +108,8 @@ def _limited(
     manager = path.endswith(".stream")
     rate = RateCall.of(client, provider.name, kwargs, manager or kwargs.get("stream") is True)
     blocking = not isinstance(client, provider.sdk._base_client.AsyncAPIClient)
-    outcomes = _StainlessOutcomes(client)
+    outcomes = StainlessOutcomes(client, provider.sdk)
     return framed(fn, args, kwargs, outcomes, manager=manager, blocking=blocking, rate=rate)
-
-
-def _connect_failure(exc: BaseException | None) -> bool:
-    """A connection that was never made (so nothing was sent), on whichever stack is loaded."""
-    for name in ("httpx2", "httpx"):
-        lib = sys.modules.get(name)
-        if lib is not None and isinstance(exc, (lib.ConnectError, lib.ConnectTimeout)):
-            return True
-    return False
-
-
-def _stack_of(http_client: Any) -> Any:
-    """The HTTP library (httpx2 or httpx) `http_client` is built on: its Request and Response."""
-    for name in ("httpx2", "httpx"):
-        lib = sys.modules.get(name)
-        if lib is not None and isinstance(http_client, (lib.Client, lib.AsyncClient)):
-            return lib
-    raise TypeError(f"{type(http_client).__name__} is neither an httpx nor an httpx2 client")
-
-
-class _StainlessOutcomes:
-    """Outcomes of the Stainless-built SDKs (openai, anthropic), which share their error model."""
-
-    __slots__ = ("_client",)
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
-    def sent_failure(self, exc: BaseException) -> dict[str, str] | None:
-        sdk = self._client._pyrula_provider.sdk
-        if isinstance(exc, sdk.APIConnectionError) and not _connect_failure(exc.__cause__):
-            return {"type": type(exc).__name__, "message": str(exc)}
-        return None
-
-    def rebuilt(self, replayed: ReplayedFailure) -> BaseException:
-        """The SDK's own exception for a journaled error, on the client's HTTP stack."""
-        client = self._client
-        sdk = client._pyrula_provider.sdk
-        record = replayed.record
-        lib = _stack_of(client._client)
-        request = lib.Request(record.method, record.url.split("?", 1)[0])
-        failure = record.extra.get("failure")
-        if isinstance(failure, dict):
-            if failure.get("type") == sdk.APITimeoutError.__name__:
-                return sdk.APITimeoutError(request=request)  # type: ignore[no-any-return]
-            message = str(failure.get("message") or "Connection error.")
-            return sdk.APIConnectionError(message=message, request=request)  # type: ignore[no-any-return]
-        headers = [(k, v) for k, v in record.headers if k.lower() in ERROR_HEADERS]
-        response = lib.Response(
-            record.status, headers=headers, content=replayed.body, request=request
-        )
-        error = client._make_status_error_from_response(response)
-        if not replayed.body:
-            error.body = None  # not kept (too large), so not guessed at
-        return error  # type: ignore[no-any-return]
-
-
-# -- subclassing a client: its resources guarded --------------------------------------------
 
 
 def _is_resource(value: Any, sdk: str) -> bool:

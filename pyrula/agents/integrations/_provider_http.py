@@ -10,11 +10,13 @@ the client on a Pyrula transport.
 from __future__ import annotations
 
 import functools
+import sys
 from typing import Any
 
 import httpx
 import httpx2
 
+from pyrula.agents.compat.stainless_outcomes import StainlessOutcomes
 from pyrula.runtime.calls import ERROR_HEADERS, ReplayedFailure
 from pyrula.transport import AsyncHttpx2Transport, AsyncHttpxTransport
 
@@ -116,38 +118,6 @@ def journal_transport(client: Any) -> None:
     http._mounts = {pattern: wrap(mounted) for pattern, mounted in http._mounts.items()}
 
 
-class SdkOutcomes:
-    """How the chat model's SDK reports a call's outcome (`pyrula.runtime.calls.Outcomes`)."""
-
-    __slots__ = ("_client",)
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-
-    def _sdk(self) -> Any:
-        return __import__(type(self._client).__module__.split(".")[0])
-
-    def sent_failure(self, exc: BaseException) -> dict[str, str] | None:
-        """A connection failure after the request went out is the call's outcome."""
-        sdk = self._sdk()
-        connect = (httpx.ConnectError, httpx.ConnectTimeout, httpx2.ConnectError)
-        if isinstance(exc, sdk.APIConnectionError) and not isinstance(exc.__cause__, connect):
-            return {"type": type(exc).__name__, "message": str(exc)}
-        return None
-
-    def rebuilt(self, replayed: ReplayedFailure) -> BaseException:
-        """The SDK's own exception for a journaled error, as the live call raised it."""
-        client, sdk, record = self._client, self._sdk(), replayed.record
-        lib: Any = httpx2 if isinstance(client._client, httpx2.AsyncClient) else httpx
-        request = lib.Request(record.method, record.url.split("?", 1)[0])
-        failure = record.extra.get("failure")
-        if isinstance(failure, dict):
-            if failure.get("type") == sdk.APITimeoutError.__name__:
-                return sdk.APITimeoutError(request=request)  # type: ignore[no-any-return]
-            message = str(failure.get("message") or "Connection error.")
-            return sdk.APIConnectionError(message=message, request=request)  # type: ignore[no-any-return]
-        headers = [(k, v) for k, v in record.headers if k.lower() in ERROR_HEADERS]
-        response = lib.Response(
-            record.status, headers=headers, content=replayed.body, request=request
-        )
-        return client._make_status_error_from_response(response)  # type: ignore[no-any-return]
+def sdk_outcomes(client: Any) -> StainlessOutcomes:
+    """How the chat model's SDK client reports a call's outcome (`calls.Outcomes`)."""
+    return StainlessOutcomes(client, sys.modules[type(client).__module__.split(".")[0]])

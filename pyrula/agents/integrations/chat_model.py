@@ -27,7 +27,7 @@ from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import ConfigDict, PrivateAttr
 
-from pyrula.agents.integrations._provider_http import SdkOutcomes, journal_transport, sdk_client_of
+from pyrula.agents.integrations._provider_http import journal_transport, sdk_client_of, sdk_outcomes
 from pyrula.agents.integrations._rebinding import rebound
 from pyrula.agents.integrations._result_journal import journaled_result, request_body
 from pyrula.errors import UnjournaledSurface
@@ -139,7 +139,7 @@ class DurableChatModel(BaseChatModel):  # type: ignore[misc]  # Any when langcha
             if self._sdk_client is not None:
                 # One call, one position, whatever the SDK retries; its error outcome replays
                 # as the SDK's own exception.
-                with call_frame(SdkOutcomes(self._sdk_client)):
+                with call_frame(sdk_outcomes(self._sdk_client)):
                     return await produce()
             body = request_body(self.inner, messages, stop, kwargs)
             return await journaled_result(self.inner, body, produce)
