@@ -10,8 +10,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -76,13 +74,6 @@ def run_to_rest(workflow: Any, *args: Any, store: Any = None, **kwargs: Any) -> 
     return handle
 
 
-def wait_until(condition: Callable[[], bool], what: str, timeout: float = 60) -> None:
-    """Poll `condition` (a file, the store) until it holds; fail naming `what` if it never does."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 class WorkerProcess:

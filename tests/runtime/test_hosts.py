@@ -17,8 +17,8 @@ import pytest
 
 from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, submit
+from tests.fakes.clock import wait_until
 from tests.fakes.postgres import fresh_url, restart, server
-from tests.runtime.support import wait_until
 
 ROOT = Path(__file__).parents[2]
 

@@ -24,7 +24,8 @@ from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, Worker, answer, cancel, submit
 from pyrula.runtime.runstore import Lease
 from pyrula.workflows import WorkflowContext, workflow
-from tests.runtime.support import WorkerProcess, wait_until
+from tests.fakes.clock import wait_until
+from tests.runtime.support import WorkerProcess
 
 pytestmark = pytest.mark.slow
 

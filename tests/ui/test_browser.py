@@ -17,13 +17,13 @@ from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, submit
 from pyrula.workflows import WorkflowContext, workflow
 from tests.cli.support import STORY
+from tests.fakes.clock import wait_until
 from tests.runtime.support import (
     WorkerProcess,
     ask,
     async_openai,
     chat_upstream,
     run_to_rest,
-    wait_until,
 )
 from tests.ui.support import screenshot_dir, served
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import logging
 from collections.abc import Callable
@@ -14,27 +13,12 @@ from pyrula.agents import AgentContext, LLMRate
 from pyrula.agents.compat import Anthropic, AsyncAnthropic, AsyncOpenAI, journaled
 from tests.agents.compat.support import park_and_resume
 from tests.fakes import anthropic_api, openai_api
+from tests.fakes.clock import SkippingClock
 from tests.fakes.provider import ANTHROPIC_LIB, OPENAI_LIB
 
 _keys = itertools.count()
 
 
-class SkippingClock:
-    """Time that jumps ahead by whatever a waiter asks for, and remembers each wait."""
-
-    def __init__(self) -> None:
-        self.time = 1000.0
-        self.waits: list[float] = []
-
-    def now(self) -> float:
-        return self.time
-
-    def call_later(
-        self, loop: asyncio.AbstractEventLoop, delay: float, callback: Callable[[], None]
-    ) -> asyncio.Handle:
-        self.waits.append(delay)
-        self.time += delay
-        return loop.call_soon_threadsafe(callback)
 
 
 def _rate(clock: SkippingClock) -> LLMRate:

@@ -18,8 +18,9 @@ from pyrula.agents.integrations import as_langgraph_node
 from pyrula.journal.store import open_store
 from pyrula.runtime import RunStore
 from tests.agents.integrations.langchain_support import reply_for
+from tests.fakes.clock import wait_until
 from tests.fakes.server import Server, serving
-from tests.runtime.support import WorkerProcess, wait_until
+from tests.runtime.support import WorkerProcess
 
 APP = "tests.agents.integrations.graph_app"
 

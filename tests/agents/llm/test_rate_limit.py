@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Callable
 
 import pytest
 
@@ -15,26 +14,11 @@ from pyrula.agents.testing import AgentRunner
 from pyrula.runtime import LLMRate, RunStore, Worker, fork
 from pyrula.runtime.calls import BEDROCK, GEMINI
 from tests.fakes.agent_api import model_for, text, upstream
+from tests.fakes.clock import SkippingClock
 
 _keys = itertools.count()
 
 
-class SkippingClock:
-    """Time that jumps ahead by whatever a waiter asks for, and remembers each wait."""
-
-    def __init__(self) -> None:
-        self.time = 1000.0
-        self.waits: list[float] = []
-
-    def now(self) -> float:
-        return self.time
-
-    def call_later(
-        self, loop: asyncio.AbstractEventLoop, delay: float, callback: Callable[[], None]
-    ) -> asyncio.Handle:
-        self.waits.append(delay)
-        self.time += delay
-        return loop.call_soon_threadsafe(callback)
 
 
 def test_each_client_queues_under_its_providers_default_key():

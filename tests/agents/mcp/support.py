@@ -10,12 +10,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import mcp
+
+from tests.fakes.clock import wait_until
 
 ROOT = Path(__file__).parents[3]
 TOOLS = "tests.agents.mcp.tools_app:tools"
@@ -81,13 +83,6 @@ class Setup:
         ]
 
 
-def wait_until(condition: Callable[[], Any], what: str, timeout: float = 60) -> None:
-    """Poll `condition` (a file, the store) until it holds; fail naming `what` if it never does."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
 
 
 class WorkerProcess:

@@ -12,7 +12,8 @@ import pytest
 
 from pyrula.journal.store import open_store
 from pyrula.runtime import RunStore
-from tests.agents.mcp.support import HttpServer, Setup, WorkerProcess, http, wait_until
+from tests.agents.mcp.support import HttpServer, Setup, WorkerProcess, http
+from tests.fakes.clock import wait_until
 
 
 async def _call(url: str, args: dict[str, Any], key: str) -> Any:

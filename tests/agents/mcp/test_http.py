@@ -11,7 +11,8 @@ import anyio
 import httpx
 import pytest
 
-from tests.agents.mcp.support import ROOT, HttpServer, Setup, free_port, http, wait_until
+from tests.agents.mcp.support import ROOT, HttpServer, Setup, free_port, http
+from tests.fakes.clock import wait_until
 
 
 class AuthServer(HttpServer):

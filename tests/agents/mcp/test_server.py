@@ -12,7 +12,8 @@ from pyrula.agents.mcp import build_mcp_server
 from pyrula.errors import ToolRegistrationError, ToolServerUnavailable
 from pyrula.journal.store import open_store
 from pyrula.runtime import AgentContext, RunStore, cancel, tool
-from tests.agents.mcp.support import Reply, Setup, WorkerProcess, stdio, wait_until
+from tests.agents.mcp.support import Reply, Setup, WorkerProcess, stdio
+from tests.fakes.clock import wait_until
 
 
 @pytest.fixture(scope="module")
