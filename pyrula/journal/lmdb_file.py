@@ -62,6 +62,9 @@ def missing_bytes(data: Path) -> tuple[int, int] | None:
             return None
         handle.seek(meta.page_size)
         second = read_meta(handle.read(_PAGE_HEADER + _META_BYTES))
+        # Another process may have committed since the `stat` above: its pages reach the file
+        # before its meta page does, so the length read after the metas covers them.
+        length = max(length, os.fstat(handle.fileno()).st_size)
     metas = [meta] + ([second] if second is not None else [])
     newest = max(metas, key=lambda m: m.txnid)
     needed = max(2, newest.last_page + 1) * meta.page_size
@@ -105,6 +108,11 @@ class LengthWatch:
         fd = os.open(self.data, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         try:
             metas = [read_meta(os.pread(fd, size, 0)), read_meta(os.pread(fd, size, page))]
+            # A writer in another process may have committed between the caller's `stat` and
+            # these reads. LMDB writes a transaction's pages before its meta page, so the
+            # length taken after reading the metas holds every page they name unless the file
+            # really was cut.
+            length = max(length, os.fstat(fd).st_size)
         finally:
             os.close(fd)
         found = [meta for meta in metas if meta is not None]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import random
 import shutil
 import subprocess
@@ -259,4 +260,27 @@ def test_random_bytes_in_a_record_are_store_corrupt_not_a_decode_error(tmp_path,
         found = exchanges.get(b"k")
         assert found is not None
         exchanges.request(found[0])
+    store.close()
+
+
+def test_a_file_grown_by_another_writer_mid_check_is_not_called_cut(tmp_path, monkeypatch):
+    """The race CI hit: a reader's `stat` saw the file before another process's commit grew
+    it, and its meta read saw the commit. The commit's pages are in the file by then."""
+    from pyrula.journal import lmdb_file
+
+    store = Store(tmp_path / "store")
+    data = tmp_path / "store" / "data.mdb"
+    watch = lmdb_file.LengthWatch(data)
+    before = os.stat(data)
+    for index in range(40):  # another writer grows the file by many pages
+        store.write(lambda txn, i=index: txn.put(b"k%d" % i, b"x" * 8192, db=store.db("exchanges")))
+    assert data.stat().st_size > before.st_size
+    real_stat = os.stat
+
+    def stale_stat(path, *args, **kwargs):  # what the reader's `stat` saw before the commits
+        return before if Path(path) == data else real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(lmdb_file.os, "stat", stale_stat)
+    assert watch.shortfall() is None
+    assert lmdb_file.missing_bytes(data) is None
     store.close()
