@@ -31,6 +31,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
+
 from tests.fakes.postgres import restart, server
 
 ROOT = Path(__file__).parents[2]
@@ -135,6 +137,20 @@ def _free_subnet() -> str:
     raise RuntimeError("no free private /24 for the test network")
 
 
+# A host cut off in the middle of a write transaction leaves it open on the server, holding its
+# locks, until the server notices the connection is dead (TCP keepalive: hours by default). The
+# setting docs/scaling.md recommends ends it sooner; the store retries what it cut short.
+IDLE_IN_TRANSACTION = "5s"
+
+
+def _end_abandoned_transactions(url: str) -> None:
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            f"ALTER SYSTEM SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION}'"
+        )
+        conn.execute("SELECT pg_reload_conf()")
+
+
 class Network:
     """Where a test's hosts live, and the PostgreSQL server they share (see the module)."""
 
@@ -143,6 +159,7 @@ class Network:
         self.hosts: list[Host] = []
         self._count = 0
         self.pg = server(SERVER)
+        _end_abandoned_transactions(str(self.pg.get_uri()))
         if mode.name != "netns":
             self.url = str(self.pg.get_uri())
             self.bridge = ""
