@@ -27,7 +27,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,24 +66,36 @@ def detect() -> Mode:
         return Mode("process-groups", f"{ENV}=process-groups")
     if forced:
         raise ValueError(f"{ENV}={forced!r}: use netns or process-groups")
-    probe = f"pyrula-probe-{os.getpid()}-{uuid.uuid4().hex[:6]}"
     try:
-        made = _ip("netns", "add", probe, check=False)
+        failed = _probe()
     except (OSError, subprocess.SubprocessError) as exc:
         return Mode("process-groups", f"no usable `ip` command: {exc}")
-    if made.returncode != 0:
-        why = made.stderr.strip() or f"exit {made.returncode}"
-        return Mode("process-groups", f"`ip netns add` failed: {why}")
-    _ip("netns", "delete", probe, check=False)
-    return Mode("process-groups", "bridges unavailable") if not _can_bridge() else Mode("netns")
+    return Mode("process-groups", failed) if failed else Mode("netns")
 
 
-def _can_bridge() -> bool:
-    name = f"pyq{os.getpid():x}"[:15]
-    if _ip("link", "add", name, "type", "bridge", check=False).returncode != 0:
-        return False
-    _ip("link", "delete", name, check=False)
-    return True
+def _probe() -> str:
+    """Make (and delete) what a `Network` makes: a namespace a process can run in, a veth pair
+    into it and a bridge. What failed, or "" if everything worked."""
+    tag = f"{os.getpid():x}"
+    namespace, link, bridge = f"pyrula-probe-{tag}", f"pyqv{tag}", f"pyqb{tag}"
+    steps = [
+        ("netns", "add", namespace),
+        ("netns", "exec", namespace, "ip", "link", "set", "lo", "up"),
+        ("link", "add", link, "type", "veth", "peer", "name", f"pyqp{tag}"),
+        ("link", "set", f"pyqp{tag}", "netns", namespace),
+        ("link", "add", bridge, "type", "bridge"),
+    ]
+    try:
+        for step in steps:
+            done = _ip(*step, check=False)
+            if done.returncode != 0:
+                why = done.stderr.strip() or f"exit {done.returncode}"
+                return f"`ip {' '.join(step[:2])}` failed: {why}"
+        return ""
+    finally:
+        _ip("netns", "delete", namespace, check=False)
+        _ip("link", "delete", link, check=False)
+        _ip("link", "delete", bridge, check=False)
 
 
 MODE = detect()
