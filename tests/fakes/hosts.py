@@ -30,6 +30,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+import psutil
 import psycopg
 
 from tests.fakes.postgres import restart, server
@@ -107,16 +108,6 @@ def _tag() -> str:
     return f"{os.getpid():x}{random.randrange(256):02x}"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _sweep() -> None:
     """Delete namespaces and bridges made by test processes that are gone (killed mid-test)."""
     for line in _ip("netns", "list", check=False).stdout.splitlines():
@@ -132,7 +123,7 @@ def _sweep() -> None:
 def _orphaned(tag: str) -> bool:
     """Whether `tag` (see `_tag`) names a test process that is gone."""
     try:
-        return not _alive(int(tag[:-2], 16))
+        return not psutil.pid_exists(int(tag[:-2], 16))
     except ValueError:
         return False  # not one of ours
 
