@@ -109,10 +109,14 @@ def _tag() -> str:
 
 
 def _sweep() -> None:
-    """Delete namespaces and bridges made by test processes that are gone (killed mid-test)."""
+    """Delete namespaces and bridges made by test processes that are gone (killed mid-test),
+    and kill the workers still running in those namespaces."""
     for line in _ip("netns", "list", check=False).stdout.splitlines():
         name = (line.split() or [""])[0]
         if name.startswith("pyrula-h-") and _orphaned(name.split("-")[2]):
+            for pid in _ip("netns", "pids", name, check=False).stdout.split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), signal.SIGKILL)
             _ip("netns", "delete", name, check=False)
     for line in _ip("-o", "link", "show", "type", "bridge", check=False).stdout.splitlines():
         name = line.split(":")[1].strip()
