@@ -1,9 +1,10 @@
 """Hosts for the several-hosts tests: worker groups in their own network namespaces, or
 process groups where namespaces are unavailable.
 
-`MODE` says which this machine gets, once per test process: `netns` where `ip netns add` works
-(root, or CAP_NET_ADMIN), else `process-groups`. `PYRULA_TEST_HOSTS=netns|process-groups` forces
-one (forcing `netns` where it cannot work fails the tests rather than falling back).
+`MODE` says which this machine gets, once per test process: `netns` where this process can make
+a namespace, a veth pair and a bridge (root with CAP_NET_ADMIN and CAP_SYS_ADMIN), else
+`process-groups`, with the reason. `PYRULA_TEST_HOSTS=netns|process-groups` forces one (forcing
+`netns` where it cannot work fails the tests rather than falling back).
 
 In `netns` mode a `Network` is a bridge on a free private /24 in this namespace, holding the
 address of a throwaway PostgreSQL that listens on TCP there (and trusts that subnet), and each
