@@ -141,8 +141,9 @@ def test_a_cut_off_hosts_run_is_taken_over_and_its_late_writes_are_fenced(hosts,
     held = RunStore(store).get(handle.id).lease
     assert held is not None and held["host"] == "host-a"
 
-    # Host A is cut off, not killed: its processes live on and finish step 1's work, but
-    # neither that step nor its heartbeats reach the server.
+    # Host A is cut off, not killed: its processes live on (in a namespace whose link is down,
+    # or frozen where hosts are process groups) and will finish step 1's work, but neither that
+    # step nor a heartbeat reaches the server until the host is back.
     host_a.cut()
     (gates / "1").touch()
     wait_until(lambda: "start 2" in log.read_text(), "host B to take the run over")
