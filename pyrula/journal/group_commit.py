@@ -9,8 +9,9 @@ changes is that the callers queued together share the flush. While one group com
 fills, so a lone caller pays about what `Store.write` costs plus a hand-off to the thread.
 
 A write function that raises fails only its own caller: the transaction is abandoned (nothing of
-it is written), and the group is committed again without it. So, as with `Store.write`, a write
-function may run more than once and must only touch the transaction.
+it is written), and the group is committed again without it. A lost connection (the store's
+`retried_errors`) fails no caller: the store retries the whole group on a fresh one. So, as with
+`Store.write`, a write function may run more than once and must only touch the transaction.
 """
 
 from __future__ import annotations
@@ -121,6 +122,8 @@ def commit_group(store: Store, writes: list[_Write]) -> list[tuple[bool, Any]]:
                 continue
             try:
                 results.append(fn(txn))
+            except store.retried_errors:
+                raise  # the connection, not this write: the whole group is tried again
             except Exception as exc:
                 raise _Failed(index, exc) from exc
         return results

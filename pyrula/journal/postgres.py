@@ -120,6 +120,7 @@ class PostgresStore(Store):
             raise
         for name in DATABASES:
             setattr(self, f"{name}_db", name)
+        self.retried_errors = (psycopg.OperationalError, psycopg.InterfaceError)
 
     # -- opening ---------------------------------------------------------------------------------
 

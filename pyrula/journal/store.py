@@ -118,6 +118,10 @@ class Store:
     frames_db: Any
     blobs_db: Any
     meta_db: Any
+    # What a write function may meet when the connection under its transaction is lost; `write`
+    # retries the whole transaction on those, so a caller running several functions in one
+    # transaction (group commit) lets them through rather than failing the function.
+    retried_errors: tuple[type[BaseException], ...] = ()
 
     def __new__(cls, location: Location | None = None, **options: Any) -> Store:
         if cls is not Store:

@@ -325,6 +325,7 @@ class Worker:
                 return
             except asyncio.CancelledError:
                 if beat.done() and isinstance(beat.exception(), RunAttemptEnded):
+                    _log_lost(run, lease)  # a heartbeat found the run taken over
                     return
                 # Cancelled by the drain, or with the worker itself: no outcome is written; the
                 # lease goes back so the next worker resumes the run from its journal at once.

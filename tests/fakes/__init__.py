@@ -9,4 +9,7 @@
 - `openai_api`, `anthropic_api`, `gemini_api`, `bedrock_api`: each provider's reply builders
   (plain and streamed), the surfaces the drop-in tests call, and SDK clients sending to a
   stand-in. OpenAI-compatible providers are `openai_api.upstream(base_path=...)`.
+- `postgres`: a real, throwaway PostgreSQL and a fresh schema per test; `hosts`: hosts for the
+  several-hosts tests (network namespaces on a bridge where `ip netns` works, else process
+  groups), each with its own `PYRULA_HOST_ID`, to kill, cut off and bring back.
 """

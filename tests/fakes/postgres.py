@@ -60,9 +60,14 @@ def fresh_url(base: str | None = None) -> str:
     return f"{base}{joiner}options=-csearch_path%3D{schema}"
 
 
-def restart(name: str) -> None:
-    """Stop the server called `name` the hard way (as a crash would) and start it again."""
+def restart(name: str, *, how: str = "immediate", options: str | None = None) -> None:
+    """Stop the server called `name` the hard way (as a crash would) and start it again;
+    `options` (postgres's command line, as `pg_ctl -o` takes it) replace those it ran with."""
     from pgserver import pg_ctl
+    from pgserver.utils import PostmasterInfo
 
     found = server(name)
-    pg_ctl(["-w", "-m", "immediate", "restart"], pgdata=found.pgdata, user=found.system_user)
+    more = ["-l", str(found.log), "-o", options] if options is not None else []
+    pg_ctl(["-w", "-m", how, *more, "restart"], pgdata=found.pgdata, user=found.system_user)
+    # The new postmaster, so that pgserver stops it (not the old, dead one) when we exit.
+    found._postmaster_info = PostmasterInfo.read_from_pgdata(found.pgdata)

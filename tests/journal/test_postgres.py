@@ -10,6 +10,7 @@ import pytest
 
 from pyrula.errors import StoreFormatError, StoreNotFound
 from pyrula.journal import Store
+from pyrula.journal.group_commit import commit_group
 from pyrula.journal.pg_schema import SCHEMA_VERSION
 from pyrula.journal.store import display
 from pyrula.runtime import RunStore
@@ -121,3 +122,26 @@ def test_facts_written_across_a_server_crash_are_kept_exactly_once(monkeypatch):
     indexes = [event.payload["index"] for event in events if event.type == "step:done"]
     assert indexes == list(range(200))
     assert [event.seq for event in events if event.type == "step:done"] == acknowledged
+
+
+def test_a_grouped_write_whose_connection_is_lost_is_retried_not_failed():
+    # A worker's facts are group-committed; a connection lost under the group (a server
+    # restart) must be retried like any write, never handed to the caller as its own failure.
+    url = fresh_url()
+    store = Store(url)
+    flags = store.db("flags")
+    tries: list[int] = []
+
+    def write(txn):
+        tries.append(txn.conn.info.backend_pid)
+        if len(tries) == 1:  # the server drops this connection mid-transaction, once
+            with psycopg.connect(url, autocommit=True) as admin:
+                admin.execute("SELECT pg_terminate_backend(%s)", (tries[0],))
+        txn.get(b"step", db=flags)
+        txn.put(b"step", b"done", db=flags)
+        return "kept"
+
+    assert commit_group(store, [write]) == [(True, "kept")]
+    assert len(tries) == 2 and tries[0] != tries[1]
+    assert store.get(flags, b"step") == b"done"
+    store.close()

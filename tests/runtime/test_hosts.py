@@ -1,16 +1,16 @@
 """Workers on many hosts sharing one PostgreSQL store.
 
-Hosts are process groups with distinct host identities (`PYRULA_HOST_ID`): a worker may take a
-run whose holder's pid is dead only on the holder's own host; across hosts it waits for the
-lease. Counts come from the workflows' own side-effect logs."""
+Each host is a network namespace whose workers reach the server over TCP, or, where namespaces
+are unavailable, a process group (tests/fakes/hosts.py; the test ids say which ran). Hosts have
+distinct host identities (`PYRULA_HOST_ID`): a worker may take a run whose holder's pid is dead
+only on the holder's own host; across hosts it waits for the lease. Counts come from the
+workflows' own side-effect logs and from the journal."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
+import warnings
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -18,43 +18,43 @@ import pytest
 from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, submit
 from tests.fakes.clock import wait_until
-from tests.fakes.postgres import fresh_url, restart, server
+from tests.fakes.hosts import MODE, SERVER, Host, Network
+from tests.fakes.postgres import fresh_url, restart
 
-ROOT = Path(__file__).parents[2]
-
-
-def _host(url: str, host: str, *flags: str, count: int = 1) -> subprocess.Popen[str]:
-    """`count` worker processes in one new process group: one "host" named `host`. The group's
-    leader starts them and exits with the worst of their exit codes."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYRULA_HOST_ID": host}
-    command = [sys.executable, "-m", "pyrula.cli.app", "worker", "--import"]
-    command += ["tests.runtime.worker_app", "--store", url, "--quiet", *flags]
-    return subprocess.Popen(
-        [sys.executable, "-c", _LEADER, str(count), *command],
-        cwd=ROOT,
-        env=env,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+WORKER = ("-m", "pyrula.cli.app", "worker", "--import", "tests.runtime.worker_app", "--quiet")
 
 
-_LEADER = (
-    "import subprocess, sys\n"
-    "workers = [subprocess.Popen(sys.argv[2:]) for _ in range(int(sys.argv[1]))]\n"
-    "sys.exit(max(worker.wait() for worker in workers))\n"
-)
+@pytest.fixture(scope="module", params=[MODE.name])
+def network() -> Iterator[Network]:
+    """The hosts' network and server for this module (the test id names the mode)."""
+    with Network(MODE) as made:
+        yield made
 
 
-def _finish(*hosts: subprocess.Popen[str]) -> None:
-    for host in hosts:
-        _, err = host.communicate(timeout=180)
-        assert host.returncode == 0, err
+@pytest.fixture
+def hosts(network: Network) -> Iterator[Network]:
+    if MODE.name != "netns":
+        warnings.warn(str(MODE), stacklevel=1)  # shown in the run's summary: which mode ran
+    yield network
+    network.close_hosts()
+
+
+def _workers(host: Host, url: str, *flags: str, count: int = 1) -> None:
+    host.start(*WORKER, "--store", url, *flags, count=count)
+
+
+def _gated(tmp_path: Path) -> tuple[Path, Path]:
+    """The side-effect log and gate folder of a `gated` run, its step 0 open."""
+    log, gates = tmp_path / "effects.log", tmp_path / "gates"
+    log.touch()
+    gates.mkdir()
+    (gates / "0").touch()
+    return log, gates
 
 
 @pytest.mark.slow
-def test_many_runs_on_several_workers_each_complete_exactly_once(tmp_path):
-    url = fresh_url()
+def test_many_runs_on_several_workers_each_complete_exactly_once(hosts, tmp_path):
+    url = fresh_url(hosts.url)
     store = Store(url)
     effects = tmp_path / "effects.log"
     effects.touch()
@@ -69,9 +69,11 @@ def test_many_runs_on_several_workers_each_complete_exactly_once(tmp_path):
         for n in range(0, runs, 7)
     ]
 
-    _finish(
-        _host(url, "host-a", "--until-idle", count=2), _host(url, "host-b", "--until-idle", count=2)
-    )
+    host_a, host_b = hosts.host("host-a"), hosts.host("host-b")
+    _workers(host_a, url, "--until-idle", count=2)
+    _workers(host_b, url, "--until-idle", count=2)
+    host_a.wait()
+    host_b.wait()
 
     journal = RunStore(store)
     assert [h.id for h in again] == [handles[n].id for n in range(0, runs, 7)]
@@ -80,26 +82,35 @@ def test_many_runs_on_several_workers_each_complete_exactly_once(tmp_path):
     store.close()
 
 
+def _step_ends(journal: RunStore, run_id: str) -> list[tuple[str, int]]:
+    """Each finished step of the run, with the attempt that journaled it."""
+    attempt, ends = 0, []
+    for event in journal.events(run_id):
+        if event.type == "run:attempt":
+            attempt = event.payload["attempt"]
+        elif event.type == "step:done":
+            ends.append((event.payload["name"], attempt))
+    return ends
+
+
 @pytest.mark.slow
-def test_a_killed_hosts_run_is_resumed_by_another_host_after_its_lease(tmp_path):
-    url = fresh_url()
+def test_a_killed_hosts_run_is_resumed_by_another_host_after_its_lease(hosts, tmp_path):
+    url = fresh_url(hosts.url)
     store = Store(url)
-    log, gates = tmp_path / "effects.log", tmp_path / "gates"
-    log.touch()
-    gates.mkdir()
-    (gates / "0").touch()
+    log, gates = _gated(tmp_path)
     handle = submit("gated", str(log), str(gates), 3, store=store)
-    host_a = _host(url, "host-a", "--lease-seconds", "2", count=2)
+    host_a = hosts.host("host-a")
+    _workers(host_a, url, "--lease-seconds", "2", count=2)
     wait_until(lambda: "start 1" in log.read_text(), "host A to start step 1")
     held = RunStore(store).get(handle.id).lease
     assert held is not None and held["host"] == "host-a"
 
-    os.killpg(host_a.pid, signal.SIGKILL)  # the whole host goes
-    host_a.wait(30)
+    host_a.kill()  # the whole host goes
     (gates / "1").touch()
     (gates / "2").touch()
-    host_b = _host(url, "host-b", "--lease-seconds", "2", "--until-idle")
-    _finish(host_b)
+    host_b = hosts.host("host-b")
+    _workers(host_b, url, "--lease-seconds", "2", "--until-idle")
+    host_b.wait()
 
     journal = RunStore(store)
     assert journal.get(handle.id).status == "completed"
@@ -109,6 +120,7 @@ def test_a_killed_hosts_run_is_resumed_by_another_host_after_its_lease(tmp_path)
     assert lines == Counter(
         {"start 0": 1, "done 0": 1, "start 1": 2, "done 1": 1, "start 2": 1, "done 2": 1}
     )
+    assert _step_ends(journal, handle.id) == [("s0", 1), ("s1", 2), ("s2", 2)]
     attempts = [e for e in journal.events(handle.id) if e.type == "run:attempt"]
     assert len(attempts) == 2
     # Host B is the same machine and host A's pids are dead, yet it waited for the lease.
@@ -117,20 +129,61 @@ def test_a_killed_hosts_run_is_resumed_by_another_host_after_its_lease(tmp_path)
 
 
 @pytest.mark.slow
-def test_workers_ride_out_a_server_restart_and_finish_every_run_once(tmp_path):
-    url = fresh_url(str(server("workers-restart").get_uri()))
+def test_a_cut_off_hosts_run_is_taken_over_and_its_late_writes_are_fenced(hosts, tmp_path):
+    url = fresh_url(hosts.url)
+    store = Store(url)
+    log, gates = _gated(tmp_path)
+    handle = submit("gated", str(log), str(gates), 3, store=store)
+    host_a, host_b = hosts.host("host-a"), hosts.host("host-b")
+    _workers(host_a, url, "--lease-seconds", "2")
+    wait_until(lambda: "start 1" in log.read_text(), "host A to start step 1")
+    _workers(host_b, url, "--lease-seconds", "2", "--until-idle")
+    held = RunStore(store).get(handle.id).lease
+    assert held is not None and held["host"] == "host-a"
+
+    # Host A is cut off, not killed: its processes live on (in a namespace whose link is down,
+    # or frozen where hosts are process groups) and will finish step 1's work, but neither that
+    # step nor a heartbeat reaches the server until the host is back.
+    host_a.cut()
+    (gates / "1").touch()
+    wait_until(lambda: "start 2" in log.read_text(), "host B to take the run over")
+    host_a.restore()
+    # Host A's late write (the step it finished, or a heartbeat) is refused: the run is B's.
+    wait_until(lambda: "lost its lease" in host_a.stderr(), "host A to find its lease lost")
+    host_a.stop()
+    host_a.wait()  # and with it every write host A still had under way
+    (gates / "2").touch()
+    host_b.wait()
+
+    journal = RunStore(store)
+    assert journal.get(handle.id).status == "completed"
+    assert journal.get(handle.id).result == 0 + 1 + 2
+    # Each step was journaled once: step 1 by host B, whatever host A finished meanwhile.
+    assert _step_ends(journal, handle.id) == [("s0", 1), ("s1", 2), ("s2", 2)]
+    attempts = [e for e in journal.events(handle.id) if e.type == "run:attempt"]
+    assert len(attempts) == 2
+    assert attempts[1].at >= held["expires"]
+    lines = Counter(log.read_text().splitlines())
+    assert (lines["start 1"], lines["done 2"]) == (2, 1)
+    store.close()
+
+
+@pytest.mark.slow
+def test_workers_ride_out_a_server_restart_and_finish_every_run_once(hosts, tmp_path):
+    url = fresh_url(hosts.url)
     store = Store(url)
     effects = tmp_path / "effects.log"
     effects.touch()
     runs = 60
     handles = [submit("exactly_once", str(effects), n, store=store) for n in range(runs)]
     store.close()
-    workers = _host(url, "host-a", "--until-idle", "--concurrency", "2", count=2)
+    host_a = hosts.host("host-a")
+    _workers(host_a, url, "--until-idle", "--concurrency", "2", count=2)
     wait_until(lambda: len(effects.read_text().split()) >= 10, "some runs to finish")
 
-    restart("workers-restart")
+    restart(SERVER)  # as a crash would: no shutdown, then up again
 
-    _finish(workers)
+    host_a.wait()
     with Store(url) as reopened:
         journal = RunStore(reopened)
         assert [journal.get(h.id).status for h in handles] == ["completed"] * runs
