@@ -726,6 +726,16 @@ def main() -> None:
     table.add_row("peer, published", "", f"{lo:.0f}-{hi:.0f}", "", "", "", "1.00")
     table.add_row("target: 10x peer", "", f"{10 * lo:,.0f}-{10 * hi:,.0f}", "", "", "", "10.00")
     console.print(table)
+    # What the disk alone allows one run at full durability: its step time less its CPU (the
+    # sync=False row, same rounds) is what the two flushes of its commit cost.
+    flushes = 1 / med[names[0]] - 1 / med[names[1]]
+    console.print(
+        f"one run, full durability: {fmt(1 / med[names[0]])} per step, of which "
+        f"{fmt(flushes)} is its commit's two flushes (the step less the sync=False row's); with "
+        f"no CPU at all a step would still cost that, so on this disk in this run pyrula's "
+        f"ceiling is {1 / med[names[2]] / flushes:.1f}x DBOS's {fmt(1 / med[names[2]])} per "
+        f"step (measured: {med[names[0]] / med[names[2]]:.1f}x)"
+    )
     if opts.callgrind:
         print_instructions(base, poll)
 
