@@ -15,16 +15,25 @@ with no recorder, over the network stack's own transport; pyrula records each on
 `Store` (fsync per committed exchange) and, when this pyrula has it, on `Store(metasync=False)`
 (one device flush per commit; see docs/runs.md). Both with a raw `httpx.Client` posting the
 request bytes (no SDK: the transport's own cost) and through the openai SDK. `--no-loopback`
-skips it.
+skips it. Beside them, in the same rounds, the disk alone: one 4 KiB overwrite + `os.fsync`
+per call in the stores' folder, printed with the floor it puts under the ratio (a recorded call
+waits for its commit's two flushes, one with `metasync=False`).
+
+`--callgrind CALLS` also counts the instructions of CALLS loopback calls per variant under
+valgrind (one child process, after a warm-up; the server runs natively), so the recording's CPU
+per exchange is read against the live call's without the machine's load.
 
 Run: python benchmarks/bench_record.py [--rounds 5] [--calls 1000] [--no-loopback]
+     [--only-loopback] [--callgrind CALLS] [--only-callgrind]
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import itertools
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -35,10 +44,14 @@ import httpx
 import vcr
 from _common import (
     API_KEY,
+    CALLGRIND_CHILD,
     MODEL,
+    callgrind_segments,
+    cg_mark,
     completion_json,
     console,
     header,
+    instructions_table,
     json_response,
     openai_client,
     parser,
@@ -49,6 +62,7 @@ from _common import (
 )
 
 import pyrula
+from pyrula.journal.lmdb_store import LmdbStore
 
 BODY = completion_json(text_of(300, "Recorded answer."))
 
@@ -58,11 +72,25 @@ def main() -> None:
     args.add_argument("--calls", type=int, default=1000)
     args.add_argument("--no-loopback", action="store_true", help="skip the live loopback rows")
     args.add_argument("--only-loopback", action="store_true", help="only the live loopback rows")
+    args.add_argument(
+        "--callgrind",
+        type=int,
+        default=0,
+        metavar="CALLS",
+        help="also count instructions per loopback call, CALLS calls per variant (valgrind)",
+    )
+    args.add_argument("--only-callgrind", action="store_true", help="only the callgrind rows")
     opts = args.parse_args()
     n = opts.calls
     header("bench_record: record 1,000 chat completions", opts.rounds, calls=n)
+    if opts.only_callgrind:
+        print_instructions(opts.callgrind or 100, scratch_dir("record", keep=opts.keep))
+        return
     if opts.only_loopback:
-        loopback(n, opts.rounds, scratch_dir("record", keep=opts.keep))
+        tmp = scratch_dir("record", keep=opts.keep)
+        loopback(n, opts.rounds, tmp)
+        if opts.callgrind:
+            print_instructions(opts.callgrind, tmp)
         return
 
     upstream_calls = 0
@@ -155,6 +183,8 @@ def main() -> None:
     unsynced.close()
     if not opts.no_loopback:
         loopback(n, opts.rounds, tmp)
+        if opts.callgrind:
+            print_instructions(opts.callgrind, tmp)
 
 
 # -- live loopback ---------------------------------------------------------------------------------
@@ -190,20 +220,29 @@ def serve() -> None:
     httpd.serve_forever()
 
 
-def loopback(n: int, rounds: int, tmp: Path) -> None:
+def start_server() -> tuple[subprocess.Popen[str], str]:
+    """The loopback provider in its own process, and its base URL."""
     server = subprocess.Popen(
         [sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True
     )
+    assert server.stdout is not None
+    return server, f"http://127.0.0.1:{int(server.stdout.readline())}/v1"
+
+
+def loopback(n: int, rounds: int, tmp: Path) -> None:
+    server, base_url = start_server()
     try:
-        assert server.stdout is not None
-        base_url = f"http://127.0.0.1:{int(server.stdout.readline())}/v1"
         _loopback_rounds(n, rounds, tmp, base_url)
     finally:
         server.kill()
         server.wait()
 
 
-def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
+def _loopback_setup(
+    n: int, tmp: Path, base_url: str
+) -> tuple[list[tuple[str, Callable[[], int], dict[str, Callable[[], int]]]], list[Any]]:
+    """Per client (raw `httpx.Client`, openai SDK): its floor (n live calls, no recorder) and
+    n live calls recorded per store policy; and the stores, to close."""
     import openai
 
     question = itertools.count()
@@ -234,7 +273,7 @@ def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
         )
 
     stores = {"fsync": pyrula.Store(tmp / "loop-fsync")}
-    if "metasync" in inspect.signature(pyrula.Store).parameters:
+    if "metasync" in inspect.signature(LmdbStore).parameters:
         stores["metasync=False"] = pyrula.Store(tmp / "loop-one-flush", metasync=False)
     cassettes = itertools.count()
     raw_floor = httpx.Client(transport=httpx.HTTPTransport())
@@ -251,16 +290,50 @@ def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
 
         return run
 
+    clients = []
     for label, calls, floor_client, client in (
         ("raw httpx.Client", raw_calls, raw_floor, raw_pyrula),
         ("openai SDK", sdk_calls, sdk_floor, sdk_pyrula),
     ):
+        floor = functools.partial(calls, floor_client)
+        recorders = {policy: recording(calls, client, store) for policy, store in stores.items()}
+        clients.append((label, floor, recorders))
+    return clients, list(stores.values())
+
+
+FLUSH = "disk: one 4 KiB overwrite + os.fsync per call, no HTTP"
+
+
+def flush_floor(n: int, folder: Path) -> Callable[[], int]:
+    """n flushes of a 4 KiB overwrite in `folder` (the stores' folder: the same disk), as a
+    recorded call's commit flushes its pages; the file is written once first, so no flush
+    carries a change of length."""
+    path = folder / "flush-floor"
+    path.write_bytes(b"\0" * 4096)
+    page = b"x" * 4096
+
+    def run() -> int:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            for _ in range(n):
+                os.pwrite(fd, page, 0)
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        return n
+
+    return run
+
+
+def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
+    clients, stores = _loopback_setup(n, tmp, base_url)
+    flushes = flush_floor(n, tmp)
+    for label, floor, recorders in clients:
         floor_name = f"floor: live loopback, {label}, no recorder"
-        variants: dict[str, Callable[[], int]] = {
-            floor_name: lambda calls=calls, floor_client=floor_client: calls(floor_client)
-        }
-        for policy, store in stores.items():
-            variants[f"pyrula recording, Store {policy}"] = recording(calls, client, store)
+        variants: dict[str, Callable[[], int]] = {floor_name: floor}
+        for policy, fn in recorders.items():
+            variants[f"pyrula recording, Store {policy}"] = fn
+        variants[FLUSH] = flushes
         for fn in variants.values():  # warm up (connections, pages)
             fn()
         results = run_rounds(variants, rounds, label=f"loopback {label}")
@@ -278,16 +351,67 @@ def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
                 f"{name}: {row.wall_median / base.wall_median:.2f}x floor wall "
                 f"({(row.wall_median - base.wall_median) * 1e3:.2f} ms added per call)"
                 for name, row in results.items()
-                if name != floor_name
+                if name not in (floor_name, FLUSH)
             )
             + " [target <= 2x]"
         )
-    for store in stores.values():
+        call, flush = base.wall_median, results[FLUSH].wall_median
+        console.print(
+            f"floor of the ratio: a recorded call is the live call plus one durable commit, which "
+            f"LMDB makes with two flushes (data pages, then the meta page; one with "
+            f"metasync=False). One flush here took {flush * 1e3:.2f} ms against "
+            f"{call * 1e3:.2f} ms for the live call, so even with no CPU of its own a recording "
+            f"costs at least {(call + 2 * flush) / call:.2f}x the live call with fsync "
+            f"({(call + flush) / call:.2f}x with metasync=False)"
+        )
+    for store in stores:
         store.close()
+
+
+# -- instruction counts ----------------------------------------------------------------------------
+
+
+def callgrind_child(folder: str, calls: str) -> None:
+    """Under callgrind: each loopback variant once to warm up, then once more between marks."""
+    server, base_url = start_server()
+    try:
+        clients, stores = _loopback_setup(int(calls), Path(folder), base_url)
+        segments = [fn for _, floor, recorders in clients for fn in (floor, *recorders.values())]
+        for fn in segments:
+            fn()
+        cg_mark()
+        for fn in segments:
+            fn()
+            cg_mark()
+        for store in stores:
+            store.close()
+    finally:
+        server.kill()
+        server.wait()
+
+
+def print_instructions(calls: int, folder: Path) -> None:
+    console.print("  [dim]callgrind: the loopback variants under valgrind (a few minutes)[/dim]")
+    counts = iter(callgrind_segments(__file__, str(folder), str(calls)))
+    stores = ["fsync"]
+    if "metasync" in inspect.signature(LmdbStore).parameters:
+        stores.append("metasync=False")
+    for label in ("raw httpx.Client", "openai SDK"):
+        floor_name = f"floor: live loopback, {label}, no recorder"
+        per_op = {floor_name: next(counts) / calls}
+        for policy in stores:
+            per_op[f"pyrula recording, Store {policy}"] = next(counts) / calls
+        title = (
+            f"instructions per call (callgrind, {calls} calls after warm-up; this process only: "
+            f"the loopback server runs natively in its own), {label}"
+        )
+        console.print(instructions_table(title, per_op, floor_name))
 
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["--serve"]:
         serve()
+    elif sys.argv[1:2] == [CALLGRIND_CHILD]:
+        callgrind_child(sys.argv[2], sys.argv[3])
     else:
         main()

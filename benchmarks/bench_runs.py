@@ -78,6 +78,11 @@ CONCURRENT = 8  # runs at once per worker in the concurrent rows
 RESUME_STEPS = 1_200  # steps of the workflow killed and resumed
 KILL_AT = 1_000  # steps journaled when the worker is killed
 PEER_STEPS_PER_S = (127.0, 314.0)
+# How often a worker with a free slot looks at the queue again while its runs execute. The timed
+# span does not wait on it (the runs are queued before the worker starts, and it claims them at
+# once), but each look is CPU taken from the runs: 1 ms here (the setting before 2026-12-01) cost
+# about 30% of a step's CPU; 0.1 s is `Worker`'s default. `--poll` sets it.
+POLL_SECONDS = 0.1
 PEER_FIXED_S = 1.0
 PEER_REPLAY_S = 0.7e-3
 WAIT_LIMIT_S = 120.0
@@ -270,16 +275,32 @@ def marks_of(process: subprocess.Popen[str], log: Path, what: str) -> dict[str, 
 # -- 1. steps per second ---------------------------------------------------------------------------
 
 
-def pyrula_round(base: Path, sync: bool, runs: int = 1, **store_options: Any) -> float:
+def _no_mark() -> None:
+    pass
+
+
+def pyrula_round(
+    base: Path,
+    sync: bool,
+    runs: int = 1,
+    mark: Callable[[], None] = _no_mark,
+    poll_seconds: float = POLL_SECONDS,
+    **store_options: Any,
+) -> float:
     """`runs` workflows of STEPS steps, submitted at once and run by one worker (concurrently,
-    up to its default `concurrency` of 8); seconds from the first submit to the last run done."""
+    up to its default `concurrency` of 8); seconds from the first submit to the last run done.
+    `mark()` is called where the clock is read (callgrind's segment marks)."""
     store = Store(Path(tempfile.mkdtemp(dir=base)) / "store", sync=sync, **store_options)
 
     async def go() -> tuple[float, list[Any]]:
+        mark()
         start = time.perf_counter()
         handles = [submit(pyrula_steps, STEPS, store=store) for _ in range(runs)]
-        await Worker(store, poll_seconds=0.001, concurrency=max(8, runs)).run(until_idle=True)
-        return time.perf_counter() - start, handles
+        worker = Worker(store, poll_seconds=poll_seconds, concurrency=max(8, runs))
+        await worker.run(until_idle=True)
+        seconds = time.perf_counter() - start
+        mark()
+        return seconds, handles
 
     seconds, handles = asyncio.run(go())
     for handle in handles:
@@ -293,15 +314,26 @@ def one_flush_supported() -> bool:
     """Whether this pyrula has the opt-in one-flush commit (`Store(metasync=False)`)."""
     import inspect
 
-    return "metasync" in inspect.signature(Store).parameters
+    try:  # `Store(path)` picks the backend by location; the option is LMDB's
+        from pyrula.journal.lmdb_store import LmdbStore
+    except ImportError:
+        return "metasync" in inspect.signature(Store).parameters
+    return "metasync" in inspect.signature(LmdbStore).parameters
 
 
-def dbos_round(base: Path, fsync: bool, seen: dict[str, Any], runs: int = 1) -> float:
+def dbos_round(
+    base: Path,
+    fsync: bool,
+    seen: dict[str, Any],
+    runs: int = 1,
+    mark: Callable[[], None] = _no_mark,
+) -> float:
     app = dbos_app()
     app.DBOS(config=dbos_config(Path(tempfile.mkdtemp(dir=base)) / "sys.sqlite", fsync=fsync))
     app.DBOS.launch()
     try:
         seen["fsync" if fsync else "nosync"] = dbos_pragmas()
+        mark()
         start = time.perf_counter()
         if runs == 1:
             results = [app.steps(STEPS)]
@@ -309,6 +341,7 @@ def dbos_round(base: Path, fsync: bool, seen: dict[str, Any], runs: int = 1) -> 
             handles = [app.DBOS.start_workflow(app.steps, STEPS) for _ in range(runs)]
             results = [handle.get_result() for handle in handles]
         seconds = time.perf_counter() - start
+        mark()
         assert results == [sum(range(STEPS))] * runs, results
     finally:
         app.DBOS.destroy()
@@ -329,6 +362,44 @@ def disk_round(base: Path) -> float:
         return time.perf_counter() - start
     finally:
         os.close(fd)
+
+
+CG_VARIANTS = ("pyrula, Store(path) (fsync, default)", "DBOS, SQLite defaults (fsync)")
+
+
+def callgrind_child(base: str, poll_seconds: str) -> None:
+    """Under callgrind: one warm-up round of each, then one measured round of each, marked where
+    the wall-clock rounds read the clock (so the span is the same: submit -> run done)."""
+    from _common import cg_mark
+
+    folder, poll, seen = Path(base), float(poll_seconds), {}
+    pyrula_round(folder, True, poll_seconds=poll)
+    dbos_round(folder, True, seen)
+    pyrula_round(folder, True, mark=cg_mark, poll_seconds=poll)
+    dbos_round(folder, True, seen, mark=cg_mark)
+
+
+def instructions_per_step(base: Path, poll: float) -> dict[str, float]:
+    """Instructions per step (callgrind, every thread of the process) of one 100-step run."""
+    from _common import callgrind_segments
+
+    counts = callgrind_segments(__file__, str(base), str(poll))
+    # Segments: pyrula's round, DBOS's set-up between the rounds (not measured), DBOS's round.
+    return {CG_VARIANTS[0]: counts[0] / STEPS, CG_VARIANTS[1]: counts[2] / STEPS}
+
+
+def print_instructions(base: Path, poll: float) -> None:
+    from _common import console, instructions_table
+
+    console.print("  [dim]callgrind: one run of each under valgrind (a few minutes)[/dim]")
+    per_step = instructions_per_step(base, poll)
+    title = (
+        f"instructions per step (callgrind, one {STEPS}-step run each after a warm-up run, "
+        "submit -> done, every thread of the process: pyrula's committer, DBOS's pollers)"
+    )
+    console.print(instructions_table(title, per_step, CG_VARIANTS[1]))
+    ours, theirs = per_step[CG_VARIANTS[0]], per_step[CG_VARIANTS[1]]
+    console.print(f"DBOS executes {theirs / ours:.1f}x pyrula's instructions per step")
 
 
 # -- 2. resume after a kill ------------------------------------------------------------------------
@@ -526,6 +597,15 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="base folder for the stores (a temp dir)")
     parser.add_argument("--profile", action="store_true", help="cProfile 1,000 pyrula steps")
     parser.add_argument("--keep", action="store_true", help="keep the stores")
+    parser.add_argument(
+        "--poll", type=float, default=POLL_SECONDS, help="the worker's poll_seconds (0.1)"
+    )
+    parser.add_argument(
+        "--callgrind",
+        action="store_true",
+        help="also count instructions per step of one run each, pyrula and DBOS (valgrind)",
+    )
+    parser.add_argument("--only-callgrind", action="store_true", help="only the callgrind rows")
     opts = parser.parse_args()
 
     base = Path(tempfile.mkdtemp(prefix="pyrula-bench-runs-", dir=opts.dir))
@@ -543,17 +623,26 @@ def main() -> None:
         "device": os.stat(base).st_dev,
     }
     console.print(", ".join(f"{k} {v}" for k, v in facts.items()))
+    poll = opts.poll
+    console.print(f"pyrula workers poll the queue every {poll:g} s while their runs execute")
+    if opts.only_callgrind:
+        print_instructions(base, poll)
+        if not opts.keep:
+            shutil.rmtree(base, ignore_errors=True)
+        return
 
     # 1. steps per second
     pragmas: dict[str, Any] = {}
     conc = CONCURRENT
     variants: dict[str, Callable[[], float]] = {
-        "pyrula, Store(path) (fsync, default)": lambda: pyrula_round(base, True),
-        "pyrula, Store(path, sync=False)": lambda: pyrula_round(base, False),
+        "pyrula, Store(path) (fsync, default)": lambda: pyrula_round(base, True, poll_seconds=poll),
+        "pyrula, Store(path, sync=False)": lambda: pyrula_round(base, False, poll_seconds=poll),
         "DBOS, SQLite defaults (fsync)": lambda: dbos_round(base, True, pragmas),
         "DBOS, SQLite synchronous=OFF": lambda: dbos_round(base, False, pragmas),
         FLOOR: lambda: disk_round(base),
-        f"pyrula, Store(path), {conc} runs at once": lambda: pyrula_round(base, True, conc),
+        f"pyrula, Store(path), {conc} runs at once": lambda: pyrula_round(
+            base, True, conc, poll_seconds=poll
+        ),
         f"DBOS, SQLite defaults, {conc} runs at once": lambda: dbos_round(
             base, True, pragmas, conc
         ),
@@ -576,7 +665,9 @@ def main() -> None:
     if one_flush_supported():
         for runs in (1, conc):
             name = f"pyrula, Store(path, metasync=False), {runs} run(s)"
-            variants[name] = lambda runs=runs: pyrula_round(base, True, runs, metasync=False)
+            variants[name] = lambda runs=runs: pyrula_round(
+                base, True, runs, poll_seconds=poll, metasync=False
+            )
             policy[name] = "one flush per commit (opt-in): fdatasync, meta page unsynced"
             runs_of[name] = runs
             same_policy[name] = (
@@ -635,6 +726,18 @@ def main() -> None:
     table.add_row("peer, published", "", f"{lo:.0f}-{hi:.0f}", "", "", "", "1.00")
     table.add_row("target: 10x peer", "", f"{10 * lo:,.0f}-{10 * hi:,.0f}", "", "", "", "10.00")
     console.print(table)
+    # What the disk alone allows one run at full durability: its step time less its CPU (the
+    # sync=False row, same rounds) is what the two flushes of its commit cost.
+    flushes = 1 / med[names[0]] - 1 / med[names[1]]
+    console.print(
+        f"one run, full durability: {fmt(1 / med[names[0]])} per step, of which "
+        f"{fmt(flushes)} is its commit's two flushes (the step less the sync=False row's); with "
+        f"no CPU at all a step would still cost that, so on this disk in this run pyrula's "
+        f"ceiling is {1 / med[names[2]] / flushes:.1f}x DBOS's {fmt(1 / med[names[2]])} per "
+        f"step (measured: {med[names[0]] / med[names[2]]:.1f}x)"
+    )
+    if opts.callgrind:
+        print_instructions(base, poll)
 
     # 2. resume after a kill at step KILL_AT
     py_proc: list[dict[str, float]] = []
@@ -803,5 +906,7 @@ def main() -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--child":
         child(sys.argv[2], sys.argv[3:])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--callgrind-child":
+        callgrind_child(sys.argv[2], sys.argv[3])
     else:
         main()

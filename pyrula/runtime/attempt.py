@@ -11,10 +11,12 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from pyrula.errors import DurableInvocationCancelled, UnjournaledSurface
+from pyrula.journal.group_commit import group_commit
 from pyrula.runtime.calls import current_run
 from pyrula.runtime.limits import AgentLimits, Budget
 from pyrula.runtime.positions import Positions
@@ -116,6 +118,13 @@ class Attempt:
         )
         self.remember([event])
         return event
+
+    @contextmanager
+    def executing(self) -> Iterator[None]:
+        """Around the body: counts the run on its loop's group commit, which commits on the
+        loop's own thread while a single run executes there (`journal.group_commit`)."""
+        with group_commit(self.journal.store).executing():
+            yield
 
     def check_cancel(self) -> None:
         """A boundary: stop here if the run was cancelled, or handed off by a draining worker."""

@@ -294,7 +294,7 @@ class Worker:
             # This task's context only: threads started without it do not see the run.
             session = push_session(attempt.session, process_wide=False)
             try:
-                with running(attempt):
+                with running(attempt), attempt.executing():
                     return await definition.fn(ctx, *args, **kwargs)
             finally:
                 pop_session(attempt.session, session)

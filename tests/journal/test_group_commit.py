@@ -4,6 +4,7 @@ once its write is committed; the opt-in one-flush commit (`metasync=False`)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 
 import lmdb
@@ -102,4 +103,40 @@ def test_group_commit_returns_each_callers_own_result(tmp_path: Path, runs: int)
         )
 
     assert asyncio.run(main()) == [f"k{i}".encode() for i in range(runs)]
+    store.close()
+
+
+def test_a_lone_run_commits_on_its_loop_thread_and_several_on_the_committer(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "store")
+    committed_on: list[int] = []
+
+    def put(key: bytes):
+        def write(txn: lmdb.Transaction) -> bytes:
+            committed_on.append(threading.get_ident())
+            txn.put(key, b"v", db=None)
+            return key
+
+        return write
+
+    async def main() -> tuple[int, set[int], set[int]]:
+        group = group_commit(store)
+        with group.executing():  # one run on the loop: no hand-off to the committer thread
+            assert await group.write(put(b"alone")) == b"alone"
+            # Released after its commit, whichever thread made it.
+            assert _committed(store, b"alone") == b"v"
+        alone = set(committed_on)
+        committed_on.clear()
+        with group.executing(), group.executing():  # two runs: the loop stays free for both
+            before = store.env.info()["last_txnid"]
+            keys = await asyncio.gather(group.write(put(b"a")), group.write(put(b"b")))
+            assert keys == [b"a", b"b"]
+            assert store.env.info()["last_txnid"] - before == 1  # still one shared commit
+        return threading.get_ident(), alone, set(committed_on)
+
+    loop_thread, alone, together = asyncio.run(main())
+    assert alone == {loop_thread}
+    assert together and loop_thread not in together
+    assert _committed(store, b"a") == _committed(store, b"b") == b"v"
     store.close()

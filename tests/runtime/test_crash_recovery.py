@@ -16,8 +16,10 @@ import pytest
 
 from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, submit
+from tests.fakes.clock import wait_until
 from tests.fakes.server import Script, Seen, Server
 from tests.runtime.crash_app import STEPS
+from tests.runtime.support import WorkerProcess
 
 ROOT = Path(__file__).parents[2]
 KILLS_PER_RUN = 10
@@ -139,3 +141,39 @@ def test_sigkill_at_random_points_repeats_no_finished_work(tmp_path, provider, s
 
 
 _CHECKPOINTS: dict[int, list[tuple[set[str], int, int, int]]] = {}
+
+
+@pytest.mark.slow
+def test_a_lone_run_killed_mid_step_resumes_without_repeating_its_journaled_steps(tmp_path):
+    """A worker executing one run commits its facts on its own loop thread (no committer
+    thread). SIGKILLed inside step 2, with steps 0 and 1 journaled: a second worker finishes
+    the run, steps 0 and 1 never run again, step 2 runs again whole."""
+    store_path, effects, gates = tmp_path / "store", tmp_path / "effects.log", tmp_path / "gates"
+    effects.touch()
+    gates.mkdir()
+    for i in (0, 1):
+        (gates / str(i)).touch()
+    store = Store(store_path)
+    journal = RunStore(store)
+    handle = submit("gated", str(effects), str(gates), 3, store=store)
+    first = WorkerProcess(store_path)
+    try:
+        wait_until(lambda: "start 2" in effects.read_text().splitlines(), "step 2 to start")
+        done = {e.payload["name"] for e in journal.events(handle.id) if e.type == "step:done"}
+        assert done == {"s0", "s1"}
+        first.send(signal.SIGKILL)
+        assert first.exit_code() == -signal.SIGKILL
+    finally:
+        first.kill()
+    (gates / "2").touch()
+    second = WorkerProcess(store_path, "--until-idle")
+    try:
+        assert second.exit_code() == 0, second.stderr
+    finally:
+        second.kill()
+    record = journal.get(handle.id)
+    assert (record.status, record.result, record.attempt) == ("completed", 0 + 1 + 2, 2)
+    lines = Counter(effects.read_text().splitlines())
+    assert lines["start 0"] == lines["done 0"] == lines["start 1"] == lines["done 1"] == 1
+    assert lines["start 2"] == 2 and lines["done 2"] == 1
+    store.close()
