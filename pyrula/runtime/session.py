@@ -8,6 +8,7 @@ its reply is journaled with its `llm:done` event. Inside a step or tool a call i
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,7 @@ from pyrula.errors import (
 )
 from pyrula.fingerprints import Canonical, RequestParts, diff, surfaces
 from pyrula.journal import scrub
+from pyrula.journal.async_store import acall, offload, remote
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import run_key
 from pyrula.journal.recorder import Reply, record_exchange
@@ -105,6 +107,28 @@ class RunSession:
         # the provider: every call the run sends live is answered, or recorded, there.
         outer = current_session()
         self.provider: Session | None = outer.provider if isinstance(outer, RunSession) else outer
+        # An async client's calls are planned one at a time, in the order they arrive.
+        self._planning = asyncio.Lock()
+
+    async def aplan(self, parts: RequestParts, canonical: Canonical) -> Plan:
+        """`plan` for an async client. Where the journal is on a server (PostgreSQL) the same
+        plan is made on a store thread, so its reads never hold the event loop; calls arriving
+        together are planned one after another in their order of arrival, so each claims the
+        position it would claim on the loop. A recorded reply is then written off the loop too
+        (the tracked sink's `offload`)."""
+        store = self.exchanges.store
+        if not remote(store):
+            return self.plan(parts, canonical)
+        async with self._planning:
+            return await acall(store, self.plan, parts, canonical)
+
+    async def areplays(self, frame: CallFrame) -> bool:
+        """`replays` from the event loop, without blocking it where the journal is on a
+        server; the position is claimed on the loop, only the read is done on a store thread."""
+        key = self._replay_key(frame)
+        if key is None:
+            return False
+        return await acall(self.exchanges.store, self.exchanges.get, key) is not None
 
     def plan(self, parts: RequestParts, canonical: Canonical, *, blocking: bool = False) -> Plan:
         planned = self._planned(parts, canonical, blocking=blocking)
@@ -126,7 +150,8 @@ class RunSession:
             def describe(reply: Reply) -> dict[str, object]:
                 return llm_payload(canonical, reply, scope, None)
 
-            return Live(self.open_calls.track(planned.sink, describe))
+            sink = self.open_calls.track(planned.sink, describe, offload(self.exchanges.store))
+            return Live(sink)
         return planned
 
     def close(self, *, meter: bool) -> int:
@@ -210,12 +235,18 @@ class RunSession:
         calls started together never both look at the same position. A call passed through, or
         made inside a step or tool, is always sent live.
         """
+        key = self._replay_key(frame)
+        return key is not None and self.exchanges.get(key) is not None
+
+    def _replay_key(self, frame: CallFrame) -> bytes | None:
+        """The exchange key of `frame`'s call, its position claimed now; None for a call that is
+        always sent live."""
         run = current_run()
         if run.bypassed or run.scope.within != "run":
-            return False
+            return None
         if frame.key is None:
             frame.position, frame.key = self._claim()
-        return self.exchanges.get(frame.key) is not None
+        return frame.key
 
     # -- one SDK-level call: retries share its position, only its outcome is journaled --------
 
