@@ -1,0 +1,163 @@
+"""Async runs on a PostgreSQL store: what waits on the server never holds the event loop.
+
+An async body's model calls, its journal writes and `RunHandle.wait` reach the store through
+`pyrula.journal.async_store`. Here another session holds what the store must wait for
+(`tests.fakes.postgres.HeldStore`), and a heartbeat task on the run's loop counts its ticks:
+they go on while the store's statements wait on the server. The conformance tests
+(test_runs, test_children, test_tool_rules) run the same paths on both backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from pyrula.journal.store import Store
+from pyrula.runtime import RunStore, submit
+from pyrula.workflows import WorkflowContext, workflow
+from tests.fakes.clock import wait_until
+from tests.runtime.support import WorkerProcess, ask, async_openai, chat_upstream, drive
+
+pytest.importorskip("psycopg")
+from tests.fakes.postgres import HeldStore, fresh_url  # noqa: E402
+
+UPSTREAM = chat_upstream()
+N = 4
+SEEN: dict[str, Any] = {}
+
+
+class Heartbeat:
+    """A task on the running loop that counts its turns: it only ticks while the loop is free."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self._task = asyncio.ensure_future(self._beat())
+
+    async def _beat(self) -> None:
+        while True:
+            self.ticks += 1
+            await asyncio.sleep(0)
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+
+@workflow(name="async_calls_held")
+async def async_calls_held(ctx: WorkflowContext, n: int) -> list[str]:
+    client = async_openai(UPSTREAM)
+    held = HeldStore(SEEN["url"], safety=10)  # from now on, every write of the store waits
+    beat = Heartbeat()
+    calls = asyncio.gather(*(ask(client, f"q{i}") for i in range(n)))
+    while not calls.done() and await asyncio.to_thread(held.waiting) < n:
+        pass
+    before = beat.ticks
+    SEEN["waiting"] = await asyncio.to_thread(held.waiting)
+    SEEN["ticks"] = beat.ticks - before
+    SEEN["sent"] = len(UPSTREAM.calls)
+    held.release()
+    answers = await calls
+    beat.stop()
+    return answers
+
+
+def test_concurrent_async_model_calls_go_on_while_their_journal_writes_wait_on_the_server():
+    UPSTREAM.calls.clear()
+    store = Store(fresh_url())
+    SEEN.clear()
+    SEEN["url"] = store.url
+    try:
+        handle = submit(async_calls_held, N, store=store)
+        drive(store)
+        record = handle.record
+        assert record.status == "completed", record.error
+        assert record.result == [f"answer to q{i}" for i in range(N)]
+        # Every call had been sent and every call's journal write waited on the server at
+        # once, while the run's loop kept turning.
+        assert (SEEN["sent"], SEEN["waiting"]) == (N, N)
+        assert SEEN["ticks"] > 0
+        assert sum(1 for e in handle.events() if e.type == "llm:done") == N
+    finally:
+        store.close()
+
+
+@workflow(name="async_quick")
+async def async_quick(ctx: WorkflowContext) -> str:
+    return "done"
+
+
+def test_an_async_wait_for_a_run_leaves_the_loop_running_and_wakes_on_notify():
+    store = Store(fresh_url())
+    handle = submit(async_quick, store=store)
+    held = HeldStore(store.url, table="pyrula_runs", safety=10)  # every read of a run waits
+
+    async def main() -> tuple[Any, int, int, int]:
+        wakeups = store.wakeups()
+        await wakeups.start()
+        beat = Heartbeat()
+        waiter = asyncio.ensure_future(handle.wait())
+        while not waiter.done() and await asyncio.to_thread(held.waiting) < 1:
+            pass
+        before = beat.ticks
+        still = await asyncio.to_thread(held.waiting)
+        ticks = beat.ticks - before
+        held.release()
+        seen = wakeups.count
+        await asyncio.to_thread(drive, store)  # another loop runs the run to its end
+        record = await waiter
+        beat.stop()
+        return record, still, ticks, wakeups.count - seen
+
+    try:
+        record, still, ticks, woken = asyncio.run(main())
+        assert record.status == "completed" and record.result == "done"
+        assert still == 1 and ticks > 0  # the wait's read waited on the server, the loop ran
+        assert woken > 0  # the run's end was announced (NOTIFY), not found by polling
+    finally:
+        held.release()
+        store.close()
+
+
+@pytest.mark.slow
+def test_a_killed_worker_of_concurrent_async_calls_resumes_without_sending_any_again(tmp_path):
+    from tests.fakes.server import Script, Seen, Server
+
+    asked: list[str] = []
+
+    def reply(seen: Seen) -> Script:
+        question = seen.json()["messages"][-1]["content"]
+        asked.append(question)
+        body = {"choices": [{"message": {"content": f"re {question}"}}]}
+        return Script(frames=[json.dumps(body).encode()])
+
+    url = fresh_url()
+    store = Store(url)
+    journal = RunStore(store)
+    log, gate = tmp_path / "effects.log", tmp_path / "gate"
+    log.touch()
+    with Server(reply) as provider:
+        handle = submit("fan_out", provider.url, str(log), str(gate), N, store=store)
+        first = WorkerProcess(url, "--quiet", module="tests.runtime.worker_app")
+        try:
+            wait_until(lambda: _done(journal, handle.id, "noted"), "the first calls, a step")
+        finally:
+            first.kill()  # SIGKILL, inside the gated step
+        assert journal.get(handle.id).status == "running"
+        gate.touch()
+        second = WorkerProcess(url, "--quiet", "--until-idle", module="tests.runtime.worker_app")
+        assert second.exit_code() == 0, second.stderr
+    record = journal.get(handle.id)
+    assert record.status == "completed", record.error
+    expected = [f"re a{i}" for i in range(N)] + [f"re b{i}" for i in range(N)]
+    assert record.result == expected
+    # Each call was sent once: the first ones were replayed from the journal after the kill.
+    assert Counter(asked) == Counter(f"{p}{i}" for p in "ab" for i in range(N))
+    assert log.read_text().splitlines() == ["noted"]  # finished before the kill: not again
+    store.close()
+
+
+def _done(journal: RunStore, run_id: str, name: str) -> bool:
+    return any(e.type == "step:done" and e.payload["name"] == name for e in journal.events(run_id))
