@@ -4,6 +4,7 @@ calls, and on PostgreSQL a write waiting on the server never holds the loop."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
 import pytest
@@ -56,8 +57,11 @@ def test_on_lmdb_the_calls_are_made_in_place(tmp_path):
         store.close()
 
 
+@pytest.mark.skipif(
+    "postgresql" not in os.environ.get("PYRULA_TEST_BACKENDS", "postgresql"),
+    reason="this leg tests LMDB only (PYRULA_TEST_BACKENDS)",
+)
 def test_a_write_waiting_on_the_server_leaves_the_loop_running():
-    pytest.importorskip("psycopg")
     from tests.fakes.postgres import HeldStore, fresh_url
 
     store = Store(fresh_url())

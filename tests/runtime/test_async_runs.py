@@ -20,10 +20,8 @@ from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, submit
 from pyrula.workflows import WorkflowContext, workflow
 from tests.fakes.clock import wait_until
+from tests.fakes.postgres import HeldStore, fresh_url
 from tests.runtime.support import WorkerProcess, ask, async_openai, chat_upstream, drive
-
-pytest.importorskip("psycopg")
-from tests.fakes.postgres import HeldStore, fresh_url  # noqa: E402
 
 UPSTREAM = chat_upstream()
 N = 4
