@@ -32,6 +32,7 @@ from pyrula.errors import (
     StoreUnavailable,
     WorkflowNotRegistered,
 )
+from pyrula.journal.async_store import acall
 from pyrula.journal.store import Store, open_store
 from pyrula.journal.wakeups import WAKE_FALLBACK_SECONDS
 from pyrula.runtime.attempt import Attempt, HandedOff, Park
@@ -160,8 +161,8 @@ class Worker:
                 run = None
                 seen = wake.count if wake is not None else 0
                 if len(running) < self.concurrency:
-                    names = set(self.claimable())
-                    run = self.journal.claim(self.worker_id, self.lease_seconds, names)
+                    claim = (self.worker_id, self.lease_seconds, set(self.claimable()))
+                    run = await acall(self.store, self.journal.claim, *claim)
                 if run is None:
                     if until_idle and not running and not self._pending():
                         break
@@ -395,7 +396,7 @@ class Worker:
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
-                self.journal.heartbeat(run_id, lease, self.lease_seconds)
+                await acall(self.store, self.journal.heartbeat, run_id, lease, self.lease_seconds)
             except RunAttemptEnded:
                 task.cancel()
                 raise
