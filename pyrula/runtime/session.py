@@ -22,7 +22,7 @@ from pyrula.errors import (
 )
 from pyrula.fingerprints import Canonical, RequestParts, diff, surfaces
 from pyrula.journal import scrub
-from pyrula.journal.async_store import acall, offload, remote
+from pyrula.journal.async_store import acall, offload
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import run_key
 from pyrula.journal.recorder import Reply, record_exchange
@@ -116,11 +116,8 @@ class RunSession:
         together are planned one after another in their order of arrival, so each claims the
         position it would claim on the loop. A recorded reply is then written off the loop too
         (the tracked sink's `offload`)."""
-        store = self.exchanges.store
-        if not remote(store):
-            return self.plan(parts, canonical)
-        async with self._planning:
-            return await acall(store, self.plan, parts, canonical)
+        async with self._planning:  # on LMDB the plan is made in place: never contended
+            return await acall(self.exchanges.store, self.plan, parts, canonical)
 
     async def areplays(self, frame: CallFrame) -> bool:
         """`replays` from the event loop, without blocking it where the journal is on a
