@@ -349,16 +349,10 @@ class Worker:
             if outcome.status in TERMINAL:
                 self._close_children(attempt)
             try:
-                self.journal.finish(
-                    run.id,
-                    lease,
-                    outcome.status,
-                    outcome.kind,
-                    outcome.payload,
-                    result=outcome.result,
-                    error=outcome.error,
-                    wake_at=outcome.wake_at,
-                    withheld=outcome.withheld,
+                await acall(  # off the loop on PostgreSQL: the worker's other runs go on
+                    self.store, self.journal.finish, run.id, lease, outcome.status, outcome.kind,
+                    outcome.payload, result=outcome.result, error=outcome.error,
+                    wake_at=outcome.wake_at, withheld=outcome.withheld,
                 )
             except RunAttemptEnded:
                 _log_lost(run, lease)
