@@ -75,7 +75,7 @@ def test_concurrent_async_model_calls_go_on_while_their_journal_writes_wait_on_t
         assert record.result == [f"answer to q{i}" for i in range(N)]
         # Every call had been sent and every call's journal write waited on the server at
         # once, while the run's loop kept turning.
-        assert (SEEN["sent"], SEEN["waiting"]) == (N, N)
+        assert SEEN["sent"] == N and SEEN["waiting"] >= N  # (a lease heartbeat may wait too)
         assert SEEN["ticks"] > 0
         assert sum(1 for e in handle.events() if e.type == "llm:done") == N
     finally:
@@ -112,7 +112,7 @@ def test_an_async_wait_for_a_run_leaves_the_loop_running_and_wakes_on_notify():
     try:
         record, still, ticks, woken = asyncio.run(main())
         assert record.status == "completed" and record.result == "done"
-        assert still == 1 and ticks > 0  # the wait's read waited on the server, the loop ran
+        assert still >= 1 and ticks > 0  # the wait's read waited on the server, the loop ran
         assert woken > 0  # the run's end was announced (NOTIFY), not found by polling
     finally:
         held.release()
