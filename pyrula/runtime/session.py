@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from pyrula.errors import (
@@ -22,7 +23,7 @@ from pyrula.errors import (
 )
 from pyrula.fingerprints import Canonical, RequestParts, diff, surfaces
 from pyrula.journal import scrub
-from pyrula.journal.async_store import acall, offload
+from pyrula.journal.async_store import acall, offload, remote
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import run_key
 from pyrula.journal.recorder import Reply, record_exchange
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
 ERROR_BODY_CAP = 16 * 1024
 
 _TRUNCATED = ProviderStreamTruncated.__name__
+# Set while an async client's call is planned off the loop (`RunSession.aplan`).
+_READ_AHEAD: ContextVar[bool] = ContextVar("pyrula_read_ahead", default=False)
 
 
 def _cut_short(frames: Iterator[bytes], message: str) -> Iterator[bytes]:
@@ -117,7 +120,16 @@ class RunSession:
         position it would claim on the loop. A recorded reply is then written off the loop too
         (the tracked sink's `offload`)."""
         async with self._planning:  # on LMDB the plan is made in place: never contended
-            return await acall(self.exchanges.store, self.plan, parts, canonical)
+            return await acall(self.exchanges.store, self._plan_ahead, parts, canonical)
+
+    def _plan_ahead(self, parts: RequestParts, canonical: Canonical) -> Plan:
+        """`plan`; on a store thread, a replayed reply's frame pages past the first are read
+        then rather than by the reader on the loop (a record is capped, 1 MB by default)."""
+        token = _READ_AHEAD.set(remote(self.exchanges.store))
+        try:
+            return self.plan(parts, canonical)
+        finally:
+            _READ_AHEAD.reset(token)
 
     async def areplays(self, frame: CallFrame) -> bool:
         """`replays` from the event loop, without blocking it where the journal is on a
@@ -200,6 +212,8 @@ class RunSession:
             if frame is not None and (record.status >= 400 or record.status == 0):
                 raise ReplayedFailure(record, self.exchanges.body(record, first_page))
             frames = self.exchanges.frames(record, first_page)
+            if record.pages > 1 and _READ_AHEAD.get():
+                frames = iter(list(frames))  # its pages read here, on the store thread
             failure = record.extra.get("failure")
             if isinstance(failure, dict) and failure.get("type") == _TRUNCATED:
                 frames = _cut_short(frames, str(failure.get("message", "")))

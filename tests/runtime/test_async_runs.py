@@ -17,10 +17,12 @@ from typing import Any
 import pytest
 
 from pyrula.journal.store import Store
-from pyrula.runtime import RunStore, submit
+from pyrula.runtime import RunStore, answer, submit
 from pyrula.workflows import WorkflowContext, workflow
 from tests.fakes.clock import wait_until
+from tests.fakes.openai_api import chat_chunks
 from tests.fakes.postgres import HeldStore, fresh_url
+from tests.fakes.provider import OPENAI_LIB, Upstream, sse_reply
 from tests.runtime.support import WorkerProcess, ask, async_openai, chat_upstream, drive
 
 UPSTREAM = chat_upstream()
@@ -78,6 +80,58 @@ def test_concurrent_async_model_calls_go_on_while_their_journal_writes_wait_on_t
         assert SEEN["sent"] == N and SEEN["waiting"] >= N  # (a lease heartbeat may wait too)
         assert SEEN["ticks"] > 0
         assert sum(1 for e in handle.events() if e.type == "llm:done") == N
+    finally:
+        store.close()
+
+
+# A streamed reply of 1,500 chunks (about 400 KB): its record spans several frame pages.
+LONG = Upstream(OPENAI_LIB, lambda request: sse_reply(chat_chunks(["x" * 100] * 1500)))
+
+
+async def _read_stream(client: Any) -> str:
+    stream = await client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "long"}], stream=True
+    )
+    return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+
+@workflow(name="async_long_stream")
+async def async_long_stream(ctx: WorkflowContext) -> str:
+    client = async_openai(LONG)
+    if not SEEN.get("hold"):
+        text = await _read_stream(client)
+    else:  # the replay: every read of a frame page waits on the server
+        held = HeldStore(SEEN["url"], table="pyrula_frames", safety=10)
+        beat = Heartbeat()
+        reading = asyncio.ensure_future(_read_stream(client))
+        while not reading.done() and await asyncio.to_thread(held.waiting) < 1:
+            pass
+        before = beat.ticks
+        SEEN["waiting"] = await asyncio.to_thread(held.waiting)
+        SEEN["ticks"] = beat.ticks - before
+        held.release()
+        text = await reading
+        beat.stop()
+    await ctx.interrupt("again?")
+    return text
+
+
+def test_replaying_a_long_stream_reads_its_pages_off_the_loop():
+    LONG.calls.clear()
+    store = Store(fresh_url())
+    SEEN.clear()
+    SEEN["url"] = store.url
+    try:
+        handle = submit(async_long_stream, store=store)
+        drive(store)
+        assert handle.record.status == "parked"
+        SEEN["hold"] = True
+        answer(handle.id, "yes", store=store)
+        drive(store)
+        record = handle.record
+        assert record.status == "completed", record.error
+        assert record.result == "x" * 100 * 1500 and len(LONG.calls) == 1  # replayed
+        assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
     finally:
         store.close()
 
