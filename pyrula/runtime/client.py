@@ -243,7 +243,9 @@ def fork(run_id: str, at_seq: int, *, store: StoreLike = None) -> RunHandle:
     return RunHandle(record.id, journal)
 
 
-def purge(older_than: float | str, *, store: StoreLike = None, dry_run: bool = False) -> Purged:
+def purge(
+    older_than: float | str, *, store: StoreLike = None, dry_run: bool = False
+) -> Purged:
     """Delete the runs that ended more than `older_than` ago (seconds, or `"30d"`, `"12h"`)
     with their children, and the idempotency tokens past their TTL; `dry_run` only lists them.
     A queued, running or parked run is never touched (`pyrula runs purge`)."""
