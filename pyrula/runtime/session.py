@@ -114,11 +114,10 @@ class RunSession:
         self._planning = asyncio.Lock()
 
     async def aplan(self, parts: RequestParts, canonical: Canonical) -> Plan:
-        """`plan` for an async client. Where the journal is on a server (PostgreSQL) the same
-        plan is made on a store thread, so its reads never hold the event loop; calls arriving
-        together are planned one after another in their order of arrival, so each claims the
-        position it would claim on the loop. A recorded reply is then written off the loop too
-        (the tracked sink's `offload`)."""
+        """`plan` for an async client, made on a store thread where the journal is on a server
+        (its reads never hold the loop); calls are planned one at a time in their order of
+        arrival, so each claims the position it would claim on the loop. A recorded reply is
+        then written off the loop too (the tracked sink's `offload`)."""
         async with self._planning:  # on LMDB the plan is made in place: never contended
             return await acall(self.exchanges.store, self._plan_ahead, parts, canonical)
 
@@ -133,8 +132,11 @@ class RunSession:
 
     async def areplays(self, frame: CallFrame) -> bool:
         """`replays` from the event loop, without blocking it where the journal is on a
-        server; the position is claimed on the loop, only the read is done on a store thread."""
-        key = self._replay_key(frame)
+        server; the position is claimed on the loop, only the read is done on a store thread.
+        The claim waits for the plans of the calls that arrived before it, so positions are
+        taken in the order the calls arrived whichever way each takes its own."""
+        async with self._planning:
+            key = self._replay_key(frame)
         if key is None:
             return False
         return await acall(self.exchanges.store, self.exchanges.get, key) is not None
