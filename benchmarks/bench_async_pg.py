@@ -12,8 +12,8 @@ the "in place" variant as the baseline of the same rounds. "in place" is the sam
    on the run's loop, for the loop's longest stall (the longest gap between two of its turns:
    how long every other task of the loop waited). The heartbeat spins, so it only runs in the
    second run, apart from the CPU figure.
-2. steps/s of a 100-step workflow, one run (the cancel check of each step now goes through a
-   store thread: its cost).
+2. steps/s and process CPU per step of a 100-step workflow, one run (the cancel check of each
+   step now goes through a store thread: its cost).
 
 Run: python benchmarks/bench_async_pg.py [--rounds 3] [--width 8] [--url URL]
 """
@@ -137,13 +137,14 @@ def main() -> None:
                 row.setdefault("CPU ms/call", []).append(cpu * 1000 / calls)
                 one(base, fan_out, args.width, args.rounds_per_run, True)
                 row.setdefault("longest stall ms", []).append(STALL["longest"] * 1000)
-                wall, _, n = one(base, steps, 100)
+                wall, cpu, n = one(base, steps, 100)
                 row.setdefault("steps/s", []).append(n / wall)
+                row.setdefault("CPU ms/step", []).append(cpu * 1000 / n)
             finally:
                 async_store.remote = offloaded
     print(f"async runs on PostgreSQL ({args.rounds} rounds, {args.width} calls at once x "
           f"{args.rounds_per_run}; medians; ratio to 'in place' in the same rounds)")
-    for metric in ("calls/s", "CPU ms/call", "longest stall ms", "steps/s"):
+    for metric in ("calls/s", "CPU ms/call", "longest stall ms", "steps/s", "CPU ms/step"):
         base_value = statistics.median(rows["in place"][metric])
         for name in variants:
             value = statistics.median(rows[name][metric])
