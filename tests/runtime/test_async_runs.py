@@ -46,22 +46,29 @@ class Heartbeat:
         self._task.cancel()
 
 
+async def while_held(held: HeldStore, work: asyncio.Future[Any], waiters: int) -> tuple[int, int]:
+    """Once `waiters` statements wait behind `held` (or `work` is done), how many wait, and how
+    many times a heartbeat on this loop turned meanwhile; then let them go. The waits are
+    looked at from threads, so a loop the store holds cannot answer at all."""
+    beat = Heartbeat()
+    while not work.done() and await asyncio.to_thread(held.waiting) < waiters:
+        pass
+    before = beat.ticks
+    waiting = await asyncio.to_thread(held.waiting)
+    ticks = beat.ticks - before
+    held.release()
+    beat.stop()
+    return waiting, ticks
+
+
 @workflow(name="async_calls_held")
 async def async_calls_held(ctx: WorkflowContext, n: int) -> list[str]:
     client = async_openai(UPSTREAM)
     held = HeldStore(SEEN["url"], safety=10)  # from now on, every write of the store waits
-    beat = Heartbeat()
     calls = asyncio.gather(*(ask(client, f"q{i}") for i in range(n)))
-    while not calls.done() and await asyncio.to_thread(held.waiting) < n:
-        pass
-    before = beat.ticks
-    SEEN["waiting"] = await asyncio.to_thread(held.waiting)
-    SEEN["ticks"] = beat.ticks - before
-    SEEN["sent"] = len(UPSTREAM.calls)
-    held.release()
-    answers = await calls
-    beat.stop()
-    return answers
+    SEEN["waiting"], SEEN["ticks"] = await while_held(held, calls, n)
+    SEEN["sent"] = len(UPSTREAM.calls)  # all sent before any of their writes went through
+    return await calls
 
 
 def test_concurrent_async_model_calls_go_on_while_their_journal_writes_wait_on_the_server():
@@ -102,16 +109,9 @@ async def async_long_stream(ctx: WorkflowContext) -> str:
         text = await _read_stream(client)
     else:  # the replay: every read of a frame page waits on the server
         held = HeldStore(SEEN["url"], table="pyrula_frames", safety=10)
-        beat = Heartbeat()
         reading = asyncio.ensure_future(_read_stream(client))
-        while not reading.done() and await asyncio.to_thread(held.waiting) < 1:
-            pass
-        before = beat.ticks
-        SEEN["waiting"] = await asyncio.to_thread(held.waiting)
-        SEEN["ticks"] = beat.ticks - before
-        held.release()
+        SEEN["waiting"], SEEN["ticks"] = await while_held(held, reading, 1)
         text = await reading
-        beat.stop()
     await ctx.interrupt("again?")
     return text
 
@@ -149,18 +149,11 @@ def test_an_async_wait_for_a_run_leaves_the_loop_running_and_wakes_on_notify():
     async def main() -> tuple[Any, int, int, int]:
         wakeups = store.wakeups()
         await wakeups.start()
-        beat = Heartbeat()
         waiter = asyncio.ensure_future(handle.wait())
-        while not waiter.done() and await asyncio.to_thread(held.waiting) < 1:
-            pass
-        before = beat.ticks
-        still = await asyncio.to_thread(held.waiting)
-        ticks = beat.ticks - before
-        held.release()
+        still, ticks = await while_held(held, waiter, 1)
         seen = wakeups.count
         await asyncio.to_thread(drive, store)  # another loop runs the run to its end
         record = await waiter
-        beat.stop()
         return record, still, ticks, wakeups.count - seen
 
     try:
