@@ -183,6 +183,7 @@ _STACK_FREE = [
     "tests/ui",
     "tests/inspection",
     "tests/runtime/test_hosts.py",
+    "tests/runtime/test_async_runs.py",
     "tests/journal/test_postgres.py",
     "tests/journal/test_damage.py",
     "tests/test_pytest_cassettes.py",

@@ -12,8 +12,9 @@ That hand-off (to the thread and back to the loop) cost about 100 µs of CPU per
 thirds of a journaled step's CPU, which buys nothing when one run executes on the loop: while
 its commit flushes, nothing else of the worker waits on that loop. So while at most one run is
 counted on the loop (`GroupCommit.executing`, held by the worker around each run's body), a
-group is committed on the loop's own thread instead; with more, the committer thread commits
-it while the loop goes on with the other runs. Either way a caller is released only after its
+group is committed on the loop's own thread instead (on LMDB only: a PostgreSQL commit is a
+round trip, which the loop does not wait out); with more, the committer thread commits it while
+the loop goes on with the other runs. Either way a caller is released only after its
 commit, and callers queued together share it.
 
 A write function that raises fails only its own caller: the transaction is abandoned (nothing of
@@ -32,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from pyrula.journal.async_store import remote
 from pyrula.journal.store import Store, Txn
 
 T = TypeVar("T")
@@ -94,7 +96,8 @@ class GroupCommit:
                 self._committing = False
                 return
         writes = [f for f, _ in group]
-        if self._runs <= 1:  # nothing else of the worker waits on this loop: commit here
+        if self._runs <= 1 and not remote(self.store):
+            # A local store and nothing else of the worker on this loop: commit here.
             try:
                 results = commit_group(self.store, writes)
             except Exception as exc:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from pyrula.errors import DurableInvocationCancelled, UnjournaledSurface
+from pyrula.journal.async_store import acall
 from pyrula.journal.group_commit import group_commit
 from pyrula.runtime.calls import current_run
 from pyrula.runtime.limits import AgentLimits, Budget
@@ -132,6 +133,10 @@ class Attempt:
             raise HandedOff(f"run {self.run.id}: its worker is draining; handed to the next one")
         if self.journal.cancel_requested(self.run.id):
             raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
+
+    async def acheck_cancel(self) -> None:
+        """`check_cancel` from the run's event loop: the store's read does not block it."""
+        await acall(self.journal.store, self.check_cancel)
 
     def refuse_loop_thread(self) -> None:
         """A sync model call must not run on the run's own loop thread: it would block the run,

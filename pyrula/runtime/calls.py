@@ -46,6 +46,7 @@ __all__ = [
     "Scope",
     "SentCall",
     "Slot",
+    "areplays",
     "billable_request_bytes",
     "bypassed",
     "bypassing",
@@ -262,6 +263,12 @@ def replays(frame: CallFrame) -> bool:
     needs no rate-limit slot); it claims the call's position now (see `RunSession.replays`)."""
     attempt = current_run().attempt
     return attempt is not None and attempt.session.replays(frame)
+
+
+async def areplays(frame: CallFrame) -> bool:
+    """`replays` from the run's event loop: the journal's read does not block the loop."""
+    attempt = current_run().attempt
+    return attempt is not None and await attempt.session.areplays(frame)
 
 
 # -- runs executing in this process ------------------------------------------------------------

@@ -18,6 +18,7 @@ from pyrula.errors import (
     StepFailed,
     WorkflowNotRegistered,
 )
+from pyrula.journal.async_store import acall
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.keys import run_key
 from pyrula.journal.store import Store, open_store
@@ -83,7 +84,7 @@ class RunHandle:
         wake = self.journal.store.wakeups()
         while True:
             seen = wake.count if wake is not None else 0
-            record = self.journal.get(self.id)
+            record = await acall(self.journal.store, self.journal.get, self.id)
             if record.status in TERMINAL or (until_parked and record.status == PARKED):
                 return record
             await _pause(wake, seen, poll_seconds)
@@ -273,16 +274,26 @@ async def child_result(attempt: Attempt, child_id: str, poll_seconds: float = 0.
     wake = attempt.journal.store.wakeups()
     while True:
         seen = wake.count if wake is not None else 0
-        attempt.check_cancel()
-        record = attempt.journal.get(child_id)
-        if record.status in TERMINAL:
-            _charge_parent(attempt, child_id)
-            kept = None
-            if record.capture != "io" and record.status in (COMPLETED, FAILED, "budget_exceeded"):
-                with contextlib.suppress(RunNotFound):  # a child ended before values were kept
-                    kept = attempt.journal.withheld(child_id, "run")
-            return outcome_of(record, kept)
+        ended = await acall(attempt.journal.store, _child_ended, attempt, child_id)
+        if ended is not None:
+            return outcome_of(*ended)
         await _pause(wake, seen, poll_seconds)
+
+
+def _child_ended(attempt: Attempt, child_id: str) -> tuple[RunRecord, dict[str, Any] | None] | None:
+    """One look at a child from its parent (on a store thread where the store is a server):
+    None while it runs; once it ended, its record and what was kept apart of its outcome,
+    its spend charged to the parent."""
+    attempt.check_cancel()
+    record = attempt.journal.get(child_id)
+    if record.status not in TERMINAL:
+        return None
+    _charge_parent(attempt, child_id)
+    kept = None
+    if record.capture != "io" and record.status in (COMPLETED, FAILED, "budget_exceeded"):
+        with contextlib.suppress(RunNotFound):  # a child ended before values were kept
+            kept = attempt.journal.withheld(child_id, "run")
+    return record, kept
 
 
 async def _pause(wake: Any, seen: int, poll_seconds: float) -> None:

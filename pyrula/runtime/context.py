@@ -10,6 +10,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, TypeVar
 
 from pyrula.errors import BudgetExceeded, DurableInvocationCancelled
+from pyrula.journal.async_store import acall
 from pyrula.runtime.attempt import Attempt, Park
 from pyrula.runtime.calls import current_run, enter_scope, in_scope
 from pyrula.runtime.failures import describe_error, rebuild_error
@@ -87,8 +88,10 @@ class WorkflowContext:
     ) -> Any:
         """A journaled unit of work; `before(position)` runs only when the unit runs live."""
         attempt = self._attempt
-        attempt.check_cancel()
+        # The position before the first await: units started together take theirs in the
+        # order they began, whatever order the store answers them in.
         position = attempt.next_position(kind)
+        await attempt.acheck_cancel()
         recorded = attempt.facts.get(position)
         if recorded is not None:
             if recorded.payload.get("name") != name:
@@ -100,7 +103,8 @@ class WorkflowContext:
                 )
             kept = recorded.payload
             if kept.get("withheld"):  # below the io capture level: the value was kept apart
-                kept = attempt.journal.withheld(self.run_id, position)
+                journal = attempt.journal
+                kept = await acall(journal.store, journal.withheld, self.run_id, position)
             if recorded.type.endswith(":done"):
                 return kept.get("result")
             raise rebuild_error(kept.get("error", {}))
@@ -129,7 +133,7 @@ class WorkflowContext:
                         },
                     )
                     await asyncio.sleep(backoff * 2**tries)
-                    attempt.check_cancel()
+                    await attempt.acheck_cancel()
         payload = {"position": position, "name": name, **(extra or {})}
         await _write_outcome(attempt, f"{kind}:done", payload, "result", result)
         # The commit above is awaited (group commit), so even a plain-function step suspends
@@ -167,7 +171,7 @@ class WorkflowContext:
         )
 
     async def _on_thread(self, scope: Scope, fn: Callable[..., T], *args: Any, **kw: Any) -> T:
-        self._attempt.check_cancel()
+        await self._attempt.acheck_cancel()
         context = contextvars.copy_context()
         context.run(enter_scope, scope)
         loop = asyncio.get_running_loop()
@@ -180,15 +184,11 @@ class WorkflowContext:
         attempt = self._attempt
         position = attempt.next_position("sleep")
         recorded = attempt.facts.get(position)
-        until = (
-            float(recorded.payload["until"])
-            if recorded is not None
-            else float(
-                attempt.write(
-                    "sleep", {"position": position, "until": time.time() + seconds}
-                ).payload["until"]
+        if recorded is None:
+            recorded = await attempt.awrite(
+                "sleep", {"position": position, "until": time.time() + seconds}
             )
-        )
+        until = float(recorded.payload["until"])
         remaining = until - time.time()
         if remaining <= 0:
             return
@@ -200,13 +200,13 @@ class WorkflowContext:
     async def interrupt(self, question: Any, *, _position: str | None = None) -> Any:
         """Park the run until someone answers `question` (`pyrula runs answer RUN ANSWER`)."""
         attempt = self._attempt
-        attempt.check_cancel()
         position = _position or attempt.next_position("interrupt")
+        await attempt.acheck_cancel()
         for answer in attempt.by_type["interrupt:answer"]:
             if answer.payload.get("id") == position:
                 return answer.payload.get("answer")
         if attempt.facts.get(position) is None:
-            attempt.write(
+            await attempt.awrite(
                 "interrupt",
                 {"position": position, "id": position, "question": to_json_value(question)},
             )
@@ -215,8 +215,8 @@ class WorkflowContext:
     async def wait_signal(self, name: str) -> Any:
         """The next signal `name` sent to this run (parks until one arrives)."""
         attempt = self._attempt
-        attempt.check_cancel()
         position = attempt.next_position(f"wait:{name}:")
+        await attempt.acheck_cancel()
         index = int(position.rsplit(":", 1)[1])
         arrived = [e for e in attempt.by_type["signal"] if e.payload.get("name") == name]
         if index < len(arrived):
@@ -226,20 +226,21 @@ class WorkflowContext:
     async def send_signal(self, run_id: str, name: str, payload: Any = None) -> None:
         """Send a signal to another run, once (a replay does not send it again)."""
         attempt = self._attempt
-        attempt.check_cancel()
         position = attempt.next_position("send")
+        await attempt.acheck_cancel()
         if attempt.facts.get(position) is not None:
             return
-        attempt.journal.deliver(run_id, "signal", {"name": name, "payload": to_json_value(payload)})
-        attempt.write("signal:sent", {"position": position, "to": run_id, "name": name})
+        signal = {"name": name, "payload": to_json_value(payload)}
+        await acall(attempt.journal.store, attempt.journal.deliver, run_id, "signal", signal)
+        await attempt.awrite("signal:sent", {"position": position, "to": run_id, "name": name})
 
     async def emit(self, kind: str, payload: dict[str, Any] | None = None) -> None:
         """A progress event in the run's journal (written once, not again on replay)."""
         attempt = self._attempt
-        attempt.check_cancel()
         position = attempt.next_position("emit")
+        await attempt.acheck_cancel()
         if attempt.facts.get(position) is None:
-            attempt.write(
+            await attempt.awrite(
                 "emit", {"position": position, "kind": kind, "data": to_json_value(payload or {})}
             )
 
@@ -260,12 +261,13 @@ class WorkflowContext:
         from pyrula.runtime.client import child_result, submit_child
 
         attempt = self._attempt
-        attempt.check_cancel()
         position = attempt.next_position("child")
+        await attempt.acheck_cancel()
         child_id = f"{self.run_id}.{position.replace('/', '.')}"
         if attempt.facts.get(position) is None:
-            submit_child(attempt, workflow, child_id, args, kwargs)
-            attempt.write(
+            store = attempt.journal.store
+            await acall(store, submit_child, attempt, workflow, child_id, args, kwargs)
+            await attempt.awrite(
                 "child:started",
                 {"position": position, "child": child_id, "parent_close": parent_close},
             )

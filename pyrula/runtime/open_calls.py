@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable
 
 from pyrula.journal.recorder import Reply
-from pyrula.transport.core import Sink
+from pyrula.transport.core import Offload, Sink
 
 log = logging.getLogger("pyrula.runtime")
 
@@ -33,10 +33,16 @@ class OpenCalls:
         self._open: set[TrackedSink] = set()
         self.closed = False
 
-    def track(self, sink: Sink, describe: Callable[[Reply], dict[str, object]]) -> TrackedSink:
+    def track(
+        self,
+        sink: Sink,
+        describe: Callable[[Reply], dict[str, object]],
+        offload: Offload | None = None,
+    ) -> TrackedSink:
         """`sink`, seen through a tracker; `describe(reply)` gives the model and token counts
-        a late reply is logged with."""
+        a late reply is logged with; `offload`, where an async tee runs its calls."""
         tracked = TrackedSink(self, sink, describe)
+        tracked.offload = offload
         with self._lock:
             self._open.add(tracked)
         return tracked
@@ -67,7 +73,7 @@ class OpenCalls:
 class TrackedSink:
     """A `Sink` whose first ending is reported to its `OpenCalls`."""
 
-    __slots__ = ("_calls", "_describe", "begun", "cut_off", "sink")
+    __slots__ = ("_calls", "_describe", "begun", "cut_off", "offload", "sink")
 
     def __init__(
         self, calls: OpenCalls, sink: Sink, describe: Callable[[Reply], dict[str, object]]
@@ -77,6 +83,7 @@ class TrackedSink:
         self.sink = sink
         self.begun = False
         self.cut_off: str | None = None  # how the attempt's end settled it, if it did
+        self.offload: Offload | None = None  # how an async tee calls it (`transport.core`)
 
     @property
     def cap(self) -> int:

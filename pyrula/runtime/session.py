@@ -8,8 +8,10 @@ its reply is journaled with its `llm:done` event. Inside a step or tool a call i
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from pyrula.errors import (
@@ -21,6 +23,7 @@ from pyrula.errors import (
 )
 from pyrula.fingerprints import Canonical, RequestParts, diff, surfaces
 from pyrula.journal import scrub
+from pyrula.journal.async_store import acall, offload, remote
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import run_key
 from pyrula.journal.recorder import Reply, record_exchange
@@ -59,6 +62,8 @@ if TYPE_CHECKING:
 ERROR_BODY_CAP = 16 * 1024
 
 _TRUNCATED = ProviderStreamTruncated.__name__
+# Set while an async client's call is planned off the loop (`RunSession.aplan`).
+_READ_AHEAD: ContextVar[bool] = ContextVar("pyrula_read_ahead", default=False)
 
 
 def _cut_short(frames: Iterator[bytes], message: str) -> Iterator[bytes]:
@@ -105,6 +110,36 @@ class RunSession:
         # the provider: every call the run sends live is answered, or recorded, there.
         outer = current_session()
         self.provider: Session | None = outer.provider if isinstance(outer, RunSession) else outer
+        # An async client's calls are planned one at a time, in the order they arrive.
+        self._planning = asyncio.Lock()
+
+    async def aplan(self, parts: RequestParts, canonical: Canonical) -> Plan:
+        """`plan` for an async client, made on a store thread where the journal is on a server
+        (its reads never hold the loop); calls are planned one at a time in their order of
+        arrival, so each claims the position it would claim on the loop. A recorded reply is
+        then written off the loop too (the tracked sink's `offload`)."""
+        async with self._planning:  # on LMDB the plan is made in place: never contended
+            return await acall(self.exchanges.store, self._plan_ahead, parts, canonical)
+
+    def _plan_ahead(self, parts: RequestParts, canonical: Canonical) -> Plan:
+        """`plan`; on a store thread, a replayed reply's frame pages past the first are read
+        then rather than by the reader on the loop (a record is capped, 1 MB by default)."""
+        token = _READ_AHEAD.set(remote(self.exchanges.store))
+        try:
+            return self.plan(parts, canonical)
+        finally:
+            _READ_AHEAD.reset(token)
+
+    async def areplays(self, frame: CallFrame) -> bool:
+        """`replays` from the event loop, without blocking it where the journal is on a
+        server; the position is claimed on the loop, only the read is done on a store thread.
+        The claim waits for the plans of the calls that arrived before it, so positions are
+        taken in the order the calls arrived whichever way each takes its own."""
+        async with self._planning:
+            key = self._replay_key(frame)
+        if key is None:
+            return False
+        return await acall(self.exchanges.store, self.exchanges.get, key) is not None
 
     def plan(self, parts: RequestParts, canonical: Canonical, *, blocking: bool = False) -> Plan:
         planned = self._planned(parts, canonical, blocking=blocking)
@@ -126,7 +161,8 @@ class RunSession:
             def describe(reply: Reply) -> dict[str, object]:
                 return llm_payload(canonical, reply, scope, None)
 
-            return Live(self.open_calls.track(planned.sink, describe))
+            sink = self.open_calls.track(planned.sink, describe, offload(self.exchanges.store))
+            return Live(sink)
         return planned
 
     def close(self, *, meter: bool) -> int:
@@ -178,6 +214,8 @@ class RunSession:
             if frame is not None and (record.status >= 400 or record.status == 0):
                 raise ReplayedFailure(record, self.exchanges.body(record, first_page))
             frames = self.exchanges.frames(record, first_page)
+            if record.pages > 1 and _READ_AHEAD.get():
+                frames = iter(list(frames))  # its pages read here, on the store thread
             failure = record.extra.get("failure")
             if isinstance(failure, dict) and failure.get("type") == _TRUNCATED:
                 frames = _cut_short(frames, str(failure.get("message", "")))
@@ -210,12 +248,18 @@ class RunSession:
         calls started together never both look at the same position. A call passed through, or
         made inside a step or tool, is always sent live.
         """
+        key = self._replay_key(frame)
+        return key is not None and self.exchanges.get(key) is not None
+
+    def _replay_key(self, frame: CallFrame) -> bytes | None:
+        """The exchange key of `frame`'s call, its position claimed now; None for a call that is
+        always sent live."""
         run = current_run()
         if run.bypassed or run.scope.within != "run":
-            return False
+            return None
         if frame.key is None:
             frame.position, frame.key = self._claim()
-        return self.exchanges.get(frame.key) is not None
+        return frame.key
 
     # -- one SDK-level call: retries share its position, only its outcome is journaled --------
 

@@ -32,6 +32,7 @@ from pyrula.errors import (
     StoreUnavailable,
     WorkflowNotRegistered,
 )
+from pyrula.journal.async_store import acall
 from pyrula.journal.store import Store, open_store
 from pyrula.journal.wakeups import WAKE_FALLBACK_SECONDS
 from pyrula.runtime.attempt import Attempt, HandedOff, Park
@@ -160,8 +161,8 @@ class Worker:
                 run = None
                 seen = wake.count if wake is not None else 0
                 if len(running) < self.concurrency:
-                    names = set(self.claimable())
-                    run = self.journal.claim(self.worker_id, self.lease_seconds, names)
+                    claim = (self.worker_id, self.lease_seconds, set(self.claimable()))
+                    run = await acall(self.store, self.journal.claim, *claim)
                 if run is None:
                     if until_idle and not running and not self._pending():
                         break
@@ -349,16 +350,10 @@ class Worker:
             if outcome.status in TERMINAL:
                 self._close_children(attempt)
             try:
-                self.journal.finish(
-                    run.id,
-                    lease,
-                    outcome.status,
-                    outcome.kind,
-                    outcome.payload,
-                    result=outcome.result,
-                    error=outcome.error,
-                    wake_at=outcome.wake_at,
-                    withheld=outcome.withheld,
+                await acall(  # off the loop on PostgreSQL: the worker's other runs go on
+                    self.store, self.journal.finish, run.id, lease, outcome.status, outcome.kind,
+                    outcome.payload, result=outcome.result, error=outcome.error,
+                    wake_at=outcome.wake_at, withheld=outcome.withheld,
                 )
             except RunAttemptEnded:
                 _log_lost(run, lease)
@@ -396,7 +391,7 @@ class Worker:
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             try:
-                self.journal.heartbeat(run_id, lease, self.lease_seconds)
+                await acall(self.store, self.journal.heartbeat, run_id, lease, self.lease_seconds)
             except RunAttemptEnded:
                 task.cancel()
                 raise

@@ -17,10 +17,13 @@ from typing import TYPE_CHECKING, Any
 from pyrula.fingerprints import Canonical
 from pyrula.transport.core import (
     Live,
+    Offload,
     Recording,
     Replay,
     Session,
+    aplan_request,
     current_session,
+    offload_of,
     plan_request,
 )
 
@@ -70,22 +73,37 @@ def _stream_classes(lib: ModuleType) -> tuple[type, type, type, type]:
             self._inner.close()
 
     class AsyncTee(lib.AsyncByteStream):  # type: ignore[name-defined,misc]
-        def __init__(self, inner: Any, recording: Recording) -> None:
+        def __init__(
+            self, inner: Any, recording: Recording, offload: Offload | None = None
+        ) -> None:
             self._inner = inner
             self._recording = recording
+            self._offload = offload
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
             async for chunk in self._inner:
                 data = self._recording.feed(chunk)
+                await self._delivered()
                 if data:
                     yield data
             tail = self._recording.eof()
+            await self._delivered()
             if tail:
                 yield tail
+
+        async def _delivered(self) -> None:
+            # The sink's calls (a journal write) held back by the recording, made off the loop
+            # and awaited, so the reader still gets the chunk only once its reply is committed.
+            for call in self._recording.take_deferred():
+                if self._offload is None:
+                    call()
+                else:
+                    await self._offload(call)
 
         async def aclose(self) -> None:
             if not self._recording.finished:
                 self._recording.abandon()
+                await self._delivered()
             await self._inner.aclose()
 
     return SyncFrames, AsyncFrames, SyncTee, AsyncTee
@@ -128,8 +146,14 @@ class _Adapter:
         if plan.sink is None:
             return response
         headers = list(response.headers.multi_items())
-        recording = Recording(canonical, response.status_code, headers, plan.sink, started)
-        tee = (self._sync_tee if sync else self._async_tee)(response.stream, recording)
+        offload = None if sync else offload_of(plan.sink)
+        recording = Recording(
+            canonical, response.status_code, headers, plan.sink, started, deferred=bool(offload)
+        )
+        if sync:
+            tee = self._sync_tee(response.stream, recording)
+        else:
+            tee = self._async_tee(response.stream, recording, offload)
         if recording.decodes:
             # The tee hands the SDK the body decoded, as a replay does (it is stored decoded):
             # the SDK sees the same headers live and replayed, without the transfer's coding
@@ -186,7 +210,7 @@ class _AsyncAdapter(_Adapter):
         if session is None:
             return await self._inner_transport().handle_async_request(request)
         await request.aread()
-        plan, canonical = plan_request(session, *_request_parts(request), blocking=False)
+        plan, canonical = await aplan_request(session, *_request_parts(request))
         if isinstance(plan, Replay):
             return self._replayed(plan, request, sync=False)
         inner = self._inner_transport()

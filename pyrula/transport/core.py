@@ -9,7 +9,7 @@ does the framing, teeing and committing that every session needs.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Protocol
@@ -59,6 +59,17 @@ class Sink(Protocol):
 
     def truncated(self, reply: Reply) -> None:
         """The reply ended before its terminal frame; what this raises reaches the reader."""
+
+
+# Runs a sink's call (which may wait on a store's server) from an event loop without blocking
+# it: `journal.async_store.offload(store)`. A sink may name one as its `offload` attribute.
+Offload = Callable[[Callable[[], None]], Awaitable[None]]
+
+
+def offload_of(sink: object) -> Offload | None:
+    """The sink's `offload`, if it has one: an async tee then runs its calls through it."""
+    found: Offload | None = getattr(sink, "offload", None)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,8 +147,13 @@ class Recording:
         headers: list[tuple[str, str]],
         sink: Sink,
         started: float,
+        *,
+        deferred: bool = False,
     ) -> None:
         self._sink = sink
+        # With `deferred`, the sink's end-of-reply calls are held for the caller to run
+        # (`take_deferred`): an async tee runs them off its event loop before going on.
+        self._deferred: list[Callable[[], None]] | None = [] if deferred else None
         sink.began()
         lowered = {k.lower(): v for k, v in headers}
         encoding = lowered.get("content-encoding", "").strip().lower()
@@ -201,7 +217,8 @@ class Recording:
             self._commit()
         elif not self._committed_frames:
             self.finished = True
-            self._sink.truncated(self._reply(list(self._frames)))  # never recorded as complete
+            reply = self._reply(list(self._frames))
+            self._deliver(lambda: self._sink.truncated(reply))  # never recorded as complete
         self.finished = True
         return tail
 
@@ -209,7 +226,8 @@ class Recording:
         """The caller stopped reading. A reply already complete keeps what arrived after its
         terminal frame (a usage chunk the SDK did not read to); an unfinished one is dropped."""
         if not self.finished and not self._committed_frames:
-            self._sink.abandon(self._reply(list(self._frames)))
+            reply = self._reply(list(self._frames))
+            self._deliver(lambda: self._sink.abandon(reply))
         elif not self.finished and len(self._frames) > self._committed_frames:
             self._commit()
         self.finished = True
@@ -222,19 +240,40 @@ class Recording:
         docs/record-format.md#size-cap."""
         self.finished = True
         frames, self._frames = self._frames, []
-        self._sink.complete(self._reply(frames))
+        reply = self._reply(frames)
+        self._deliver(lambda: self._sink.complete(reply))
 
     def _commit(self) -> None:
         amending = self._committed_frames > 0
         self._committed_frames = len(self._frames)
-        try:
-            self._sink.complete(self._reply(list(self._frames)))
-        except (PayloadTooLarge, RecordRefused):
-            if not amending:
-                raise
-            # The reply was recorded whole at its terminal frame; what trailed it (OpenAI's
-            # `[DONE]`) does not fit the cap. The record stands as it is, so live and replay
-            # end the same way: no error.
+        reply = self._reply(list(self._frames))
+
+        def complete() -> None:
+            try:
+                self._sink.complete(reply)
+            except (PayloadTooLarge, RecordRefused):
+                if not amending:
+                    raise
+                # The reply was recorded whole at its terminal frame; what trailed it (OpenAI's
+                # `[DONE]`) does not fit the cap. The record stands as it is, so live and replay
+                # end the same way: no error.
+
+        self._deliver(complete)
+
+    def _deliver(self, call: Callable[[], None]) -> None:
+        """Make one of the sink's calls now, or hold it for `take_deferred`."""
+        if self._deferred is None:
+            call()
+        else:
+            self._deferred.append(call)
+
+    def take_deferred(self) -> list[Callable[[], None]]:
+        """The sink's calls held back since the last look, in order (none unless `deferred`):
+        the caller makes them before it hands on the chunk it just fed."""
+        if not self._deferred:
+            return []
+        calls, self._deferred = self._deferred, []
+        return calls
 
     def _reply(self, frames: list[bytes]) -> Reply:
         return Reply(
@@ -259,6 +298,11 @@ class _Both:
         """The stricter of the two stores' caps (0: neither has one)."""
         caps = [sink.cap for sink in self._sinks if sink.cap]
         return min(caps) if caps else 0
+
+    @property
+    def offload(self) -> Offload | None:
+        """The first sink's `offload`, else the second's (both calls then run through it)."""
+        return offload_of(self._sinks[0]) or offload_of(self._sinks[1])
 
     def began(self) -> None:
         for sink in self._sinks:
@@ -322,3 +366,18 @@ def plan_request(
     parts = RequestParts(method=method, url=url, headers=headers, body=body)
     canonical = canonicalize(parts)
     return session.plan(parts, canonical, blocking=blocking), canonical
+
+
+async def aplan_request(
+    session: Session, method: str, url: str, headers: Mapping[str, str], body: bytes
+) -> tuple[Plan, Canonical]:
+    """`plan_request` for an async client: a session with an `aplan` (a run's, whose plan
+    reads a store that may sit on a server) is asked without blocking the event loop."""
+    parts = RequestParts(method=method, url=url, headers=headers, body=body)
+    canonical = canonicalize(parts)
+    aplan: Callable[[RequestParts, Canonical], Awaitable[Plan]] | None = getattr(
+        session, "aplan", None
+    )
+    if aplan is None:
+        return session.plan(parts, canonical, blocking=False), canonical
+    return await aplan(parts, canonical), canonical

@@ -71,3 +71,59 @@ def restart(name: str, *, how: str = "immediate", options: str | None = None) ->
     pg_ctl(["-w", "-m", how, *more, "restart"], pgdata=found.pgdata, user=found.system_user)
     # The new postmaster, so that pgserver stops it (not the old, dead one) when we exit.
     found._postmaster_info = PostmasterInfo.read_from_pgdata(found.pgdata)
+
+
+class HeldStore:
+    """Another session on a store's database that holds what the store's writers (or its
+    readers of one table) must wait for, as a busy server would: a test then sees how many of
+    the store's statements wait behind it on the server (`waiting`), and lets them go
+    (`release`). Released on its own after `safety` seconds, so a blocked loop cannot hang the
+    test (it then fails its assertions instead)."""
+
+    def __init__(self, url: str, *, table: str | None = None, safety: float = 30.0) -> None:
+        self.url = url
+        self.conn = psycopg.connect(url, autocommit=True)
+        self.table = table
+        self._released = threading.Event()
+        if table is None:  # the store's write lock, held exclusively: every write waits
+            self.conn.execute(f"SELECT pg_advisory_lock({_STORE_LOCK})")
+        else:  # the table itself: every read of it waits
+            self.conn.execute("BEGIN")
+            self.conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
+        self._timer = threading.Timer(safety, self.release)
+        self._timer.daemon = True
+        self._timer.start()
+
+    def waiting(self) -> int:
+        """How many statements of other sessions wait for what this one holds."""
+        if self.table is None:
+            query = (
+                "SELECT count(*) FROM pg_locks, "
+                f"(SELECT {_STORE_LOCK}::bigint AS k) AS held WHERE locktype = 'advisory' "
+                "AND NOT granted AND objsubid = 1 AND classid = ((k >> 32) & 4294967295)::oid "
+                "AND objid = (k & 4294967295)::oid"
+            )
+        else:
+            query = (
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'relation' AND NOT granted "
+                f"AND relation = '{self.table}'::regclass"
+            )
+        with psycopg.connect(self.url, autocommit=True) as look:
+            row = look.execute(query).fetchone()
+        return int(row[0]) if row else 0
+
+    def release(self) -> None:
+        """Let the waiting statements go (once)."""
+        if self._released.is_set():
+            return
+        self._released.set()
+        self._timer.cancel()
+        if self.table is None:
+            self.conn.execute(f"SELECT pg_advisory_unlock({_STORE_LOCK})")
+        else:
+            self.conn.execute("COMMIT")
+        self.conn.close()
+
+
+# The store's write lock (pyrula/journal/postgres.py): one per schema.
+_STORE_LOCK = "hashtext('pyrula:' || current_schema())"

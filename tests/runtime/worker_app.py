@@ -5,6 +5,9 @@ from __future__ import annotations
 import asyncio
 import os
 
+import httpx
+
+import pyrula
 from pyrula.workflows import WorkflowContext, workflow
 
 
@@ -59,3 +62,31 @@ async def fails(ctx: WorkflowContext) -> None:
 async def asks(ctx: WorkflowContext) -> str:
     answer = await ctx.interrupt("proceed?")
     return f"told {answer}"
+
+
+# -- for the async tests: concurrent async model calls around a step that waits for a gate ------
+
+
+async def _ask(client: httpx.AsyncClient, provider: str, question: str) -> str:
+    reply = await client.post(
+        f"{provider}/v1/chat/completions",
+        json={"model": "m", "messages": [{"role": "user", "content": question}]},
+    )
+    return str(reply.json()["choices"][0]["message"]["content"])
+
+
+async def _gate(path: str) -> None:
+    while not os.path.exists(path):
+        await asyncio.sleep(0.005)
+
+
+@workflow(name="fan_out")
+async def fan_out(ctx: WorkflowContext, provider: str, log_path: str, gate: str, n: int) -> list:
+    """`n` async model calls at once, a noted step, a step held until `gate` exists, and `n`
+    more calls at once."""
+    client = httpx.AsyncClient(transport=pyrula.AsyncHttpxTransport())
+    first = await asyncio.gather(*(_ask(client, provider, f"a{i}") for i in range(n)))
+    await ctx.step("noted", _line, log_path, "noted")
+    await ctx.step("gate", _gate, gate)
+    second = await asyncio.gather(*(_ask(client, provider, f"b{i}") for i in range(n)))
+    return [*first, *second]

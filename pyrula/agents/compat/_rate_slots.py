@@ -12,6 +12,7 @@ from pyrula.runtime.calls import (
     CallFrame,
     LLMRate,
     Slot,
+    areplays,
     billable_request_bytes,
     current_run,
     estimate_tokens,
@@ -79,7 +80,7 @@ def blocking_rate_slot(rate: RateCall | None, frame: CallFrame) -> Iterator[Slot
 
 @contextlib.asynccontextmanager
 async def rate_slot(rate: RateCall | None, frame: CallFrame) -> AsyncIterator[Slot | None]:
-    if rate is None or replays(frame):
+    if rate is None or await areplays(frame):
         yield None
         return
     async with rate.rate.slot(rate.key, rate.estimate) as slot:

@@ -28,7 +28,7 @@ from pyrula.agents.llm.messages import (
 )
 from pyrula.errors import ModelHTTPError
 from pyrula.replies import rules_for
-from pyrula.runtime.calls import LLMRate, ReplayedFailure, call_frame, estimate_tokens, replays
+from pyrula.runtime.calls import LLMRate, ReplayedFailure, areplays, call_frame, estimate_tokens
 from pyrula.transport.framing import SSEDecoder
 from pyrula.transport.httpx2_adapters import AsyncHttpx2Transport
 
@@ -222,7 +222,7 @@ class LLM:
         )
         content = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
         with call_frame(OUTCOMES) as frame:
-            live = not replays(frame)
+            live = not await areplays(frame)
             if self.rate_limit is None or not live:
                 return await self._send(content, stream, on_delta if live else None)
             estimate = estimate_tokens(len(content), body)

@@ -1,0 +1,208 @@
+"""Async runs on a PostgreSQL store: what waits on the server never holds the event loop.
+
+An async body's model calls, its journal writes and `RunHandle.wait` reach the store through
+`pyrula.journal.async_store`. Here another session holds what the store must wait for
+(`tests.fakes.postgres.HeldStore`), and a heartbeat task on the run's loop counts its ticks:
+they go on while the store's statements wait on the server. The conformance tests
+(test_runs, test_children, test_tool_rules) run the same paths on both backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections import Counter
+from typing import Any
+
+import pytest
+
+from pyrula.journal.store import Store
+from pyrula.runtime import RunStore, answer, submit
+from pyrula.workflows import WorkflowContext, workflow
+from tests.fakes.clock import wait_until
+from tests.fakes.openai_api import chat_chunks
+from tests.fakes.postgres import HeldStore, fresh_url
+from tests.fakes.provider import OPENAI_LIB, Upstream, sse_reply
+from tests.runtime.support import WorkerProcess, ask, async_openai, chat_upstream, drive
+
+UPSTREAM = chat_upstream()
+N = 4
+SEEN: dict[str, Any] = {}
+
+
+class Heartbeat:
+    """A task on the running loop that counts its turns: it only ticks while the loop is free."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self._task = asyncio.ensure_future(self._beat())
+
+    async def _beat(self) -> None:
+        while True:
+            self.ticks += 1
+            await asyncio.sleep(0)
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+
+async def while_held(held: HeldStore, work: asyncio.Future[Any], waiters: int) -> tuple[int, int]:
+    """Once `waiters` statements wait behind `held` (or `work` is done), how many wait, and how
+    many times a heartbeat on this loop turned meanwhile; then let them go. The waits are
+    looked at from threads, so a loop the store holds cannot answer at all."""
+    beat = Heartbeat()
+    while not work.done() and await asyncio.to_thread(held.waiting) < waiters:
+        pass
+    before = beat.ticks
+    waiting = await asyncio.to_thread(held.waiting)
+    ticks = beat.ticks - before
+    held.release()
+    beat.stop()
+    return waiting, ticks
+
+
+@workflow(name="async_calls_held")
+async def async_calls_held(ctx: WorkflowContext, n: int) -> list[str]:
+    client = async_openai(UPSTREAM)
+    held = HeldStore(SEEN["url"], safety=10)  # from now on, every write of the store waits
+    calls = asyncio.gather(*(ask(client, f"q{i}") for i in range(n)))
+    SEEN["waiting"], SEEN["ticks"] = await while_held(held, calls, n)
+    SEEN["sent"] = len(UPSTREAM.calls)  # all sent before any of their writes went through
+    return await calls
+
+
+def test_concurrent_async_model_calls_go_on_while_their_journal_writes_wait_on_the_server():
+    UPSTREAM.calls.clear()
+    store = Store(fresh_url())
+    SEEN.clear()
+    SEEN["url"] = store.url
+    try:
+        handle = submit(async_calls_held, N, store=store)
+        drive(store)
+        record = handle.record
+        assert record.status == "completed", record.error
+        assert record.result == [f"answer to q{i}" for i in range(N)]
+        # Every call had been sent and every call's journal write waited on the server at
+        # once, while the run's loop kept turning.
+        assert SEEN["sent"] == N and SEEN["waiting"] >= N  # (a lease heartbeat may wait too)
+        assert SEEN["ticks"] > 0
+        assert sum(1 for e in handle.events() if e.type == "llm:done") == N
+    finally:
+        store.close()
+
+
+# A streamed reply of 1,500 chunks (about 400 KB): its record spans several frame pages.
+LONG = Upstream(OPENAI_LIB, lambda request: sse_reply(chat_chunks(["x" * 100] * 1500)))
+
+
+async def _read_stream(client: Any) -> str:
+    stream = await client.chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "long"}], stream=True
+    )
+    return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+
+
+@workflow(name="async_long_stream")
+async def async_long_stream(ctx: WorkflowContext) -> str:
+    client = async_openai(LONG)
+    if not SEEN.get("hold"):
+        text = await _read_stream(client)
+    else:  # the replay: every read of a frame page waits on the server
+        held = HeldStore(SEEN["url"], table="pyrula_frames", safety=10)
+        reading = asyncio.ensure_future(_read_stream(client))
+        SEEN["waiting"], SEEN["ticks"] = await while_held(held, reading, 1)
+        text = await reading
+    await ctx.interrupt("again?")
+    return text
+
+
+def test_replaying_a_long_stream_reads_its_pages_off_the_loop():
+    LONG.calls.clear()
+    store = Store(fresh_url())
+    SEEN.clear()
+    SEEN["url"] = store.url
+    try:
+        handle = submit(async_long_stream, store=store)
+        drive(store)
+        assert handle.record.status == "parked"
+        SEEN["hold"] = True
+        answer(handle.id, "yes", store=store)
+        drive(store)
+        record = handle.record
+        assert record.status == "completed", record.error
+        assert record.result == "x" * 100 * 1500 and len(LONG.calls) == 1  # replayed
+        assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
+    finally:
+        store.close()
+
+
+@workflow(name="async_quick")
+async def async_quick(ctx: WorkflowContext) -> str:
+    return "done"
+
+
+def test_an_async_wait_for_a_run_leaves_the_loop_running_and_wakes_on_notify():
+    store = Store(fresh_url())
+    handle = submit(async_quick, store=store)
+    held = HeldStore(store.url, table="pyrula_runs", safety=10)  # every read of a run waits
+
+    async def main() -> tuple[Any, int, int, int]:
+        wakeups = store.wakeups()
+        await wakeups.start()
+        waiter = asyncio.ensure_future(handle.wait())
+        still, ticks = await while_held(held, waiter, 1)
+        seen = wakeups.count
+        await asyncio.to_thread(drive, store)  # another loop runs the run to its end
+        record = await waiter
+        return record, still, ticks, wakeups.count - seen
+
+    try:
+        record, still, ticks, woken = asyncio.run(main())
+        assert record.status == "completed" and record.result == "done"
+        assert still >= 1 and ticks > 0  # the wait's read waited on the server, the loop ran
+        assert woken > 0  # the run's end was announced (NOTIFY), not found by polling
+    finally:
+        held.release()
+        store.close()
+
+
+@pytest.mark.slow
+def test_a_killed_worker_of_concurrent_async_calls_resumes_without_sending_any_again(tmp_path):
+    from tests.fakes.server import Script, Seen, Server
+
+    asked: list[str] = []
+
+    def reply(seen: Seen) -> Script:
+        question = seen.json()["messages"][-1]["content"]
+        asked.append(question)
+        body = {"choices": [{"message": {"content": f"re {question}"}}]}
+        return Script(frames=[json.dumps(body).encode()])
+
+    url = fresh_url()
+    store = Store(url)
+    journal = RunStore(store)
+    log, gate = tmp_path / "effects.log", tmp_path / "gate"
+    log.touch()
+    with Server(reply) as provider:
+        handle = submit("fan_out", provider.url, str(log), str(gate), N, store=store)
+        first = WorkerProcess(url, "--quiet", module="tests.runtime.worker_app")
+        try:
+            wait_until(lambda: _done(journal, handle.id, "noted"), "the first calls, a step")
+        finally:
+            first.kill()  # SIGKILL, inside the gated step
+        assert journal.get(handle.id).status == "running"
+        gate.touch()
+        second = WorkerProcess(url, "--quiet", "--until-idle", module="tests.runtime.worker_app")
+        assert second.exit_code() == 0, second.stderr
+    record = journal.get(handle.id)
+    assert record.status == "completed", record.error
+    expected = [f"re a{i}" for i in range(N)] + [f"re b{i}" for i in range(N)]
+    assert record.result == expected
+    # Each call was sent once: the first ones were replayed from the journal after the kill.
+    assert Counter(asked) == Counter(f"{p}{i}" for p in "ab" for i in range(N))
+    assert log.read_text().splitlines() == ["noted"]  # finished before the kill: not again
+    store.close()
+
+
+def _done(journal: RunStore, run_id: str, name: str) -> bool:
+    return any(e.type == "step:done" and e.payload["name"] == name for e in journal.events(run_id))
