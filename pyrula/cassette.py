@@ -147,13 +147,12 @@ class Cassette:
         if found is not None:
             record, first_page = found
             with self._lock:
-                self.stats.replayed += 1
-                self.stats.used.add(key)
+                stats = self.stats
+                stats.replayed += 1
+                stats.used.add(key)
+            frame_ms = record.extra.get("frame_ms") if record.extra else None
             return Replay(
-                status=record.status,
-                headers=record.headers,
-                frames=exchanges.frames(record, first_page),
-                frame_ms=record.extra.get("frame_ms"),
+                record.status, record.headers, exchanges.frames(record, first_page), frame_ms
             )
         if self.mode == "none" or (self.mode == "once" and self._had_records):
             with self._lock:
