@@ -37,6 +37,7 @@ _MARK_3 = 0xC6  # the first byte of a format 3 value (checksummed, binary header
 _FIXED = struct.Struct(">16s32s32sHBIIQddIII")
 _FIXED_END = 5 + _FIXED.size  # after the marker byte and the checksum
 _STREAMED = 1
+_new_tuple = tuple.__new__
 
 
 class ExchangeRecord(NamedTuple):
@@ -159,7 +160,7 @@ def decode(value: bytes | memoryview, key: bytes | None = None) -> tuple[Exchang
     """The record in a stored value and its first page; `StoreCorrupt` naming `key` when the
     value is damaged, of an unknown layout, or of a newer format."""
     # The replay hot path: the error text (naming the key) is built only when something is wrong.
-    data = bytes(value)
+    data = value if type(value) is bytes else bytes(value)
     marker = data[0] if data else -1
     if marker in (_MARK_3, _MARK_2):
         if len(data) < 9:
@@ -214,24 +215,28 @@ def _decode_3(data: bytes, key: bytes | None) -> tuple[ExchangeRecord, bytes]:
     if len(strings) != 4 + 2 * header_count or extra_end > len(data) or type(extra) is not dict:
         raise StoreCorrupt(f"{where(key)}: its header is damaged (its lengths do not add up)")
     pairs = iter(strings[4:])
-    record = ExchangeRecord(
-        record_id.hex(),
-        strings[0],
-        fingerprint.hex(),
-        request.hex(),
-        strings[1],
-        strings[3],
-        status,
-        list(zip(pairs, pairs)),  # noqa: B905 - one iterator twice: names and values in turn
-        frames,
-        size,
-        pages,
-        bool(flags & _STREAMED),
-        recorded_at,
-        elapsed_ms,
-        strings[2],
-        3,
-        extra,
+    # `tuple.__new__`: the fields in order, without the generated `__new__`'s argument handling.
+    record = _new_tuple(
+        ExchangeRecord,
+        (
+            record_id.hex(),
+            strings[0],
+            fingerprint.hex(),
+            request.hex(),
+            strings[1],
+            strings[3],
+            status,
+            list(zip(pairs, pairs)),  # noqa: B905 - one iterator twice: names and values in turn
+            frames,
+            size,
+            pages,
+            bool(flags & _STREAMED),
+            recorded_at,
+            elapsed_ms,
+            strings[2],
+            3,
+            extra,
+        ),
     )
     return record, data[extra_end:]
 
