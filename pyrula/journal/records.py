@@ -103,12 +103,16 @@ def fits_format_3(record: ExchangeRecord) -> str | None:
         if not (type(value) is str and len(value) == digits and value == value.lower()):
             return f"{name} is not {digits} lower-case hex digits"
         try:
-            bytes.fromhex(value)
+            raw = bytes.fromhex(value)  # which skips spaces: the length below catches them
         except ValueError:
+            raw = b""
+        if len(raw) != digits // 2:
             return f"{name} is not {digits} lower-case hex digits"
-    numbers = (record.status, record.frames, record.pages, record.size)
-    if not all(type(n) is int and n >= 0 for n in numbers) or record.status > 0xFFFF:
-        return "status, frames, pages or size is not a count"
+    counts = (record.status, record.frames, record.pages, len(record.headers))
+    if not all(type(n) is int and 0 <= n < 1 << 32 for n in counts) or record.status > 0xFFFF:
+        return "status, frames, pages or the header count is out of its field's range"
+    if type(record.size) is not int or not 0 <= record.size < 1 << 64:
+        return "size is out of its field's range"
     if type(record.recorded_at) is not float or type(record.elapsed_ms) is not float:
         return "recorded_at or elapsed_ms is not a float"
     if type(record.streamed) is not bool or type(record.extra) is not dict:
@@ -137,6 +141,8 @@ def _encode_3(record: ExchangeRecord, first_page: bytes) -> bytes:
         raise ValueError(f"record format 3 cannot hold this record: {why}")
     text = "\x00".join(_strings(record)).encode("utf-8", "surrogatepass")
     extra = json.dumps(record.extra, separators=(",", ":")).encode() if record.extra else b""
+    if len(text) >= 1 << 32 or len(extra) >= 1 << 32:
+        raise ValueError("record format 3 cannot hold this record: its text is over 4 GiB")
     fixed = _FIXED.pack(
         bytes.fromhex(record.id),
         bytes.fromhex(record.fingerprint),

@@ -11,7 +11,7 @@ import httpx2
 import pytest
 
 import pyrula
-from pyrula.errors import StoreCorrupt
+from pyrula.errors import RestoreRefused, StoreCorrupt
 from pyrula.journal import Exchanges
 from pyrula.journal.keys import namespace_prefix
 from pyrula.journal.records import encode
@@ -153,3 +153,29 @@ def test_an_export_of_a_format_3_record_imports_to_the_same_bytes(store_path, tm
     with pyrula.Store(tmp_path / "other") as other:
         Exchanges(other).restore([item])
         assert _stored(other) == (key, value)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [{"id": "AB" * 16}, {"id": "ab cd" + "a" * 27}, {"recorded_at": 1}, {"frames": 1 << 33}],
+    ids=["upper-case id", "id with a space", "int time", "frames past u32"],
+)
+def test_a_format_3_record_its_layout_cannot_hold_is_refused_on_import(
+    store_path, tmp_path, change
+):
+    _record(store_path)
+    with pyrula.Store(store_path) as store:
+        key, _value = _stored(store)
+        exchanges = Exchanges(store)
+        record, page = exchanges.get(key)
+        item = pyrula.journal.StoredExchange(
+            key,
+            record._replace(**change),
+            exchanges.request(record),
+            list(exchanges.frames(record, page)),
+        )
+    with pyrula.Store(tmp_path / "other") as other:
+        with pytest.raises(RestoreRefused, match="cannot be stored as it was exported") as refused:
+            Exchanges(other).restore([item])
+        assert refused.value.index == 0
+        assert other.stat()["entries"]["exchanges"] == 0
