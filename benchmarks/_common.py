@@ -272,18 +272,20 @@ def cg_mark() -> None:
     os.getppid()
 
 
-def callgrind_segments(script: str, *args: str) -> list[int]:
+def callgrind_segments(script: str, *args: str, keep: Path | None = None) -> list[int]:
     """Run `script --callgrind-child *args` under callgrind; instructions of each segment.
 
     The child calls `cg_mark()` once before its first segment and once after each one; segment
     k is dump k + 2 (dump 1 is everything up to the first mark: imports, setup, warm-up).
+    With `keep`, the dumps are left in that folder (`cg.out.<k>`) for `callgrind_annotate`.
     """
     import subprocess
     import sys
 
     if shutil.which("valgrind") is None:
         raise SystemExit("--callgrind needs valgrind (apt-get install valgrind)")
-    out = Path(tempfile.mkdtemp(prefix="pyrula-bench-cg-"))
+    out = keep if keep is not None else Path(tempfile.mkdtemp(prefix="pyrula-bench-cg-"))
+    out.mkdir(parents=True, exist_ok=True)
     try:
         command = [
             "valgrind",
@@ -308,7 +310,8 @@ def callgrind_segments(script: str, *args: str) -> list[int]:
                     break
         return counts
     finally:
-        shutil.rmtree(out, ignore_errors=True)
+        if keep is None:
+            shutil.rmtree(out, ignore_errors=True)
 
 
 def instructions_table(title: str, per_op: dict[str, float], baseline: str) -> Table:

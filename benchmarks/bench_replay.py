@@ -313,7 +313,10 @@ def main() -> None:
 
     if opts.callgrind:
         store.close()
-        counts = callgrind_segments(__file__, str(store_path), str(block))
+        keep = tmp / "callgrind" if opts.keep else None
+        counts = callgrind_segments(__file__, str(store_path), str(block), keep=keep)
+        if keep is not None:
+            console.print(f"callgrind dumps kept in {keep} (segment k: cg.out.<k + 1>)")
         per_op = {name: count / block for name, count in zip(CG_VARIANTS, counts, strict=True)}
         raw_rows = {k: v for k, v in per_op.items() if k.startswith("raw")}
         sdk_rows = {k: v for k, v in per_op.items() if k.startswith("SDK")}

@@ -8,9 +8,8 @@ import hashlib
 import json
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 # Bump when any canonicalizer changes what it compares: recorded fingerprints depend on it.
 FORMAT_VERSION = 1
@@ -23,6 +22,18 @@ _NO_KEYS: frozenset[str] = frozenset()
 # Built once: `json.dumps` with options constructs a fresh encoder on every call.
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 _ASCII_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+# The ASCII encoder's C core, built once and called directly: `JSONEncoder.encode` builds a new
+# one per call. No circular-reference markers (parsed JSON has no cycles), so it holds no state
+# between calls and threads may share it. None where the C accelerator is missing.
+_MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
+_ASCII_CORE: Any = (
+    None
+    if _MAKE_ENCODER is None
+    else _MAKE_ENCODER(
+        None, _ASCII_ENCODER.default, json.encoder.encode_basestring_ascii, None, ":", ",",
+        True, False, True,
+    )
+)
 _DECODER = json.JSONDecoder()  # provider bodies are UTF-8; `json.loads` would sniff for UTF-16/32
 
 
@@ -34,9 +45,9 @@ class NotThisSurface(ValueError):
     """
 
 
-@dataclass(frozen=True, slots=True)
-class RequestParts:
-    """A stack-neutral view of one HTTP request: what every canonicalizer reads."""
+class RequestParts(NamedTuple):
+    """A stack-neutral view of one HTTP request: what every canonicalizer reads (immutable; a
+    tuple, built per request at a fraction of a frozen dataclass's cost)."""
 
     method: str
     url: str
@@ -55,9 +66,9 @@ class RequestParts:
             return None
 
 
-@dataclass(frozen=True, slots=True)
-class Canonical:
-    """A request reduced to what decides its reply.
+class Canonical(NamedTuple):
+    """A request reduced to what decides its reply (immutable; a tuple, built per new request at
+    a fraction of a frozen dataclass's cost).
 
     `compared` holds the fields a replay must match; `meta` holds what is kept for display and
     metering but never compared (model, sampling). Both are JSON-ready, with inline binary already
@@ -66,7 +77,7 @@ class Canonical:
 
     surface: str
     compared: dict[str, Any]
-    meta: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = {}
     stream: bool = False
     digest: str = ""
 
@@ -79,13 +90,7 @@ class Canonical:
         *,
         stream: bool = False,
     ) -> Canonical:
-        return cls(
-            surface=surface,
-            compared=compared,
-            meta=meta or {},
-            stream=stream,
-            digest=fingerprint(surface, compared),
-        )
+        return cls(surface, compared, meta or {}, stream, fingerprint(surface, compared))
 
 
 def fingerprint(surface: str, compared: Mapping[str, Any]) -> str:
@@ -94,7 +99,10 @@ def fingerprint(surface: str, compared: Mapping[str, Any]) -> str:
     # Assembled from pieces, in sorted key order, to skip building and sorting the wrapper dict on
     # every replayed request. ASCII escapes keep the encoder on its fast path.
     digest = hashlib.sha256(b'{"compared":')
-    digest.update(_ASCII_ENCODER.encode(compared).encode("ascii"))
+    if _ASCII_CORE is not None:
+        digest.update("".join(_ASCII_CORE(compared, 0)).encode("ascii"))
+    else:
+        digest.update(_ASCII_ENCODER.encode(compared).encode("ascii"))
     digest.update(_trailer(surface))
     return digest.hexdigest()
 
@@ -141,15 +149,19 @@ def strip_binary(value: Any, digest_keys: frozenset[str] = _NO_KEYS) -> Any:
 
 
 # Two copies of one walk, each with exact type checks: this runs over every request body, and
-# JSON parsing only ever yields these exact types.
+# JSON parsing only ever yields these exact types. A short string, the commonest value, is kept
+# where it stands without a call.
 def _strip(value: Any) -> Any:
     kind = type(value)
     if kind is str:
         return value if len(value) < _BINARY_MIN_CHARS else _strip_str(value)
     if kind is dict:
-        return {k: _strip(v) for k, v in value.items()}
+        return {
+            k: v if type(v) is str and len(v) < _BINARY_MIN_CHARS else _strip(v)
+            for k, v in value.items()
+        }
     if kind is list:
-        return [_strip(v) for v in value]
+        return [v if type(v) is str and len(v) < _BINARY_MIN_CHARS else _strip(v) for v in value]
     if kind is float and value.is_integer():
         return int(value)
     return value

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import struct
 import threading
 import time
 import warnings
@@ -39,6 +40,7 @@ from pyrula.verify import VerifyResult, compare_replies
 Mode = Literal["once", "none", "new_episodes", "all", "verify"]
 MODES: tuple[str, ...] = get_args(Mode)
 F = TypeVar("F", bound=Callable[..., Any])
+_U32 = struct.Struct(">I")
 
 
 @dataclass
@@ -71,6 +73,7 @@ class Cassette:
         if not name or "\x00" in name:
             raise ValueError("a cassette name must be a non-empty string without NUL")
         self.name = name
+        self._prefix = namespace_prefix(name)  # of every key of this cassette (`cassette_key`)
         self.mode: Mode = mode
         self._store_arg = store
         # A text cassette: the file is the recording, the store only its cache.
@@ -129,7 +132,7 @@ class Cassette:
         with self._lock:
             occurrence = self._seen.get(canonical.digest, 0)
             self._seen[canonical.digest] = occurrence + 1
-        key = cassette_key(self.name, canonical.digest, occurrence)
+        key = self._prefix + bytes.fromhex(canonical.digest) + _U32.pack(occurrence)
 
         if self.mode == "all":
             return Live(Callbacks(self._recorder(key, parts, canonical), cap=self._cap))
@@ -147,13 +150,12 @@ class Cassette:
         if found is not None:
             record, first_page = found
             with self._lock:
-                self.stats.replayed += 1
-                self.stats.used.add(key)
+                stats = self.stats
+                stats.replayed += 1
+                stats.used.add(key)
+            frame_ms = record.extra.get("frame_ms") if record.extra else None
             return Replay(
-                status=record.status,
-                headers=record.headers,
-                frames=exchanges.frames(record, first_page),
-                frame_ms=record.extra.get("frame_ms"),
+                record.status, record.headers, exchanges.frames(record, first_page), frame_ms
             )
         if self.mode == "none" or (self.mode == "once" and self._had_records):
             with self._lock:

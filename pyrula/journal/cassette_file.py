@@ -50,6 +50,7 @@ from pyrula.errors import CassetteFileError
 from pyrula.journal.blobs import request_ref
 from pyrula.journal.exchanges import RECORD_FORMAT, ExchangeRecord, Exchanges, StoredExchange
 from pyrula.journal.keys import cassette_key, namespace_prefix, split_key
+from pyrula.journal.records import in_newest_format
 from pyrula.journal.store import Store
 from pyrula.journal.text import frame_bytes, frame_json
 
@@ -277,7 +278,7 @@ def _stored(entry: Any, name: str) -> StoredExchange:
     extra = entry.get("extra") or {}
     if not isinstance(extra, dict):
         raise ValueError("extra is not an object")
-    record = ExchangeRecord(
+    record = ExchangeRecord(  # in the newest record format that holds it exactly
         # The id is the key's: the same in every cache, and never another key's.
         id=hashlib.sha256(key).hexdigest()[:32],
         surface=str(entry["surface"]),
@@ -297,7 +298,7 @@ def _stored(entry: Any, name: str) -> StoredExchange:
         format=RECORD_FORMAT,
         extra=extra,
     )
-    return StoredExchange(key, record, request, frames)
+    return StoredExchange(key, in_newest_format(record), request, frames)
 
 
 def write_file(path: Path, exchanges: Sequence[StoredExchange]) -> None:

@@ -1,21 +1,19 @@
 """Recorded exchanges: what was asked (scrubbed, canonical) and every frame of what came back.
 
-Layout of one exchange under its key in the `exchanges` database (record format 2):
-
-    0xC5 | u32 CRC-32 of what follows | u32 header length | header (JSON) | page 0
-
-A page is a run of frames, each `u32 length | bytes`, packed up to `PAGE_BYTES`. Page 0 sits in
-the exchange's own value, so a small reply replays from a single read. Pages 1.. live in the
-`frames` database under `record id | u32 page`, each as `u32 CRC-32 | page`, and a replay reads
-them one at a time: memory stays bounded by a page, not by the reply.
+Under its key in the `exchanges` database, one exchange is one value: its record header and the
+reply's page 0 (`records.py`: the layout of each record format; format 3, a binary header, is
+written now). A page is a run of frames, each `u32 length | bytes`, packed up to `PAGE_BYTES`.
+Page 0 sits in the exchange's own value, so a small reply replays from a single read. Pages 1..
+live in the `frames` database under `record id | u32 page`, each as `u32 CRC-32 | page`, and a
+replay reads them one at a time: memory stays bounded by a page, not by the reply.
 
 The checksums make damage a typed error (`StoreCorrupt` naming the record) instead of wrong
-bytes served as a reply. Records of format 1 (no marker byte, no checksums) still read.
+bytes served as a reply. Records of format 1 (no marker byte, no checksums) and 2 (a JSON
+header) still read.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import struct
@@ -28,57 +26,18 @@ from typing import Any
 from pyrula.errors import RestoreRefused, StoreCorrupt
 from pyrula.fingerprints.bounded import BoundedCache
 from pyrula.journal import blobs
-from pyrula.journal.keys import describe_key
+from pyrula.journal.records import (
+    RECORD_FORMAT,
+    ExchangeRecord,
+    encode,
+    in_newest_format,
+    verified,
+)
+from pyrula.journal.records import decode as _decode
 from pyrula.journal.store import Store, Txn
 
-RECORD_FORMAT = 2
 PAGE_BYTES = 64 * 1024
 _U32 = struct.Struct(">I")
-_CRC_AND_LENGTH = struct.Struct(">II")
-_HEADER_DECODER = json.JSONDecoder()
-_CHECKED = 0xC5  # the first byte of a checksummed (format 2) value; format 1 starts with 0x00
-
-
-@dataclass(frozen=True, slots=True)
-class ExchangeRecord:
-    """One recorded reply and how to find the request that produced it."""
-
-    id: str
-    surface: str
-    fingerprint: str
-    request: str  # reference of the scrubbed canonical request document
-    method: str
-    url: str  # scrubbed: no credentials, no secret query parameters
-    status: int
-    headers: list[tuple[str, str]]
-    frames: int
-    size: int
-    pages: int
-    streamed: bool
-    recorded_at: float
-    elapsed_ms: float
-    namespace: str = ""
-    format: int = RECORD_FORMAT
-    extra: dict[str, Any] = field(default_factory=dict)
-
-    def to_json(self) -> dict[str, Any]:
-        # Not dataclasses.asdict: it deep-copies every field, on the recording hot path.
-        data = {name: getattr(self, name) for name in self.__dataclass_fields__}
-        data["headers"] = [list(pair) for pair in self.headers]
-        data["extra"] = dict(self.extra)
-        return data
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> ExchangeRecord:
-        version = data.get("format", 0)
-        if version > RECORD_FORMAT:
-            raise StoreCorrupt(
-                f"record {data.get('id')} has format {version}, newer than this Pyrula reads "
-                f"({RECORD_FORMAT}); upgrade pyrula"
-            )
-        data = dict(data)
-        data["headers"] = [(str(k), str(v)) for k, v in data["headers"]]
-        return cls(**data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,19 +82,21 @@ def _pack(frames: Iterable[bytes]) -> list[bytes]:
     return pages
 
 
-def _unpack(page: bytes | memoryview) -> Iterator[bytes]:
-    view = memoryview(page)
+def _unpack(page: bytes) -> list[bytes]:
+    """The frames of one page (bounded by `PAGE_BYTES`, or by one frame bigger than that)."""
+    frames = []
     offset = 0
-    end = len(view)
+    end = len(page)
     while offset < end:
         if offset + 4 > end:
             raise StoreCorrupt("a recorded frame page is truncated")
-        (length,) = _U32.unpack_from(view, offset)
+        (length,) = _U32.unpack_from(page, offset)
         offset += 4
         if offset + length > end:
             raise StoreCorrupt("a recorded frame runs past the end of its page")
-        yield bytes(view[offset : offset + length])
+        frames.append(page[offset : offset + length])
         offset += length
+    return frames
 
 
 # Recently read records, keyed by their stored bytes (header, checksum and first page): reading
@@ -175,8 +136,12 @@ class Exchanges:
         return found
 
     def frames(self, record: ExchangeRecord, first_page: bytes) -> Iterator[bytes]:
-        """The reply's frames in order, one page in memory at a time."""
-        yield from _unpack(first_page)
+        """The reply's frames in order, one page in memory at a time (page 0's split at once)."""
+        frames = iter(_unpack(first_page))
+        return frames if record.pages <= 1 else self._paged(record, frames)
+
+    def _paged(self, record: ExchangeRecord, first: Iterator[bytes]) -> Iterator[bytes]:
+        yield from first
         for page in range(1, record.pages):
             with self.store.read() as txn:
                 data = txn.get(_page_key(record.id, page), db=self._frames)
@@ -184,7 +149,7 @@ class Exchanges:
                     raise StoreCorrupt(f"record {record.id} is missing frame page {page}")
                 data = bytes(data)
             if record.format >= 2:
-                data = _verified(data, f"record {record.id} frame page {page}")
+                data = verified(data, f"record {record.id} frame page {page}")
             yield from _unpack(data)
 
     def body(self, record: ExchangeRecord, first_page: bytes) -> bytes:
@@ -224,10 +189,11 @@ class Exchanges:
                 pages=len(pages),
                 streamed=exchange.streamed,
                 recorded_at=time.time(),
-                elapsed_ms=round(exchange.elapsed_ms, 3),
+                elapsed_ms=round(float(exchange.elapsed_ms), 3),
                 namespace=exchange.namespace,
                 extra=exchange.extra,
             )
+            record = in_newest_format(record)
             self._write_record(txn, key, record, pages)
             if also is not None:
                 also(txn, record)
@@ -268,9 +234,16 @@ class Exchanges:
                         "file edited?); export it again",
                         index=index,
                     )
-                record = dataclasses.replace(item.record, pages=len(pages))
+                record = item.record._replace(pages=len(pages))
                 replaced += txn.get(item.key, db=self._db) is not None
-                self._write_record(txn, item.key, record, pages)
+                try:
+                    self._write_record(txn, item.key, record, pages)
+                except ValueError as exc:  # a field its record format cannot hold exactly
+                    raise RestoreRefused(
+                        f"record {item.record.id} cannot be stored as it was exported ({exc}); "
+                        "export it again",
+                        index=index,
+                    ) from exc
             return replaced
 
         return self.store.write(commit)
@@ -294,7 +267,7 @@ class Exchanges:
         old = txn.get(key, db=self._db)
         if old is not None:
             self._delete_pages(txn, _readable(old))
-        txn.put(key, _encode(record, pages[0]), db=self._db)
+        txn.put(key, encode(record, pages[0]), db=self._db)
         for number, page in enumerate(pages[1:], start=1):
             if record.format >= 2:
                 page = _U32.pack(zlib.crc32(page)) + page
@@ -356,24 +329,6 @@ class Exchanges:
         return self.store.write(sweep)
 
 
-def _encode(record: ExchangeRecord, first_page: bytes) -> bytes:
-    header = json.dumps(record.to_json(), separators=(",", ":")).encode()
-    body = _U32.pack(len(header)) + header + first_page
-    if record.format < 2:
-        return body
-    return bytes([_CHECKED]) + _U32.pack(zlib.crc32(body)) + body
-
-
-def _verified(data: bytes, what: str) -> bytes:
-    """`data` without its leading CRC-32, which must match the rest."""
-    if len(data) < 4 or _U32.unpack_from(data, 0)[0] != zlib.crc32(memoryview(data)[4:]):
-        raise StoreCorrupt(
-            f"{what} is damaged (its checksum does not match); export what still reads with "
-            "`pyrula journal export` and delete or re-record this one"
-        )
-    return data[4:]
-
-
 def decode_header(value: bytes | memoryview, key: bytes) -> ExchangeRecord:
     """The record header stored under `key`; `StoreCorrupt` naming the key when it is damaged."""
     return _decode(value, key)[0]
@@ -387,34 +342,12 @@ def _readable(value: bytes | memoryview) -> ExchangeRecord | None:
         return None
 
 
-def _decode(value: bytes | memoryview, key: bytes | None = None) -> tuple[ExchangeRecord, bytes]:
-    # The replay hot path: the error text (naming the key) is built only when something is wrong.
-    data = bytes(value)
-    checked = bool(data) and data[0] == _CHECKED
-    if checked:
-        if len(data) < 9:
-            _verified(data[1:], _where(key))  # raises when the checksum is short or wrong
-            raise StoreCorrupt(f"{_where(key)} is truncated")
-        crc, length = _CRC_AND_LENGTH.unpack_from(data, 1)
-        if crc != zlib.crc32(memoryview(data)[5:]):
-            _verified(data[1:], _where(key))  # raises, naming the record
-        start = 9
-    elif data[:1] != b"\x00":
-        raise StoreCorrupt(f"{_where(key)} is damaged (unknown layout); delete or re-record it")
-    elif len(data) < 4:
-        raise StoreCorrupt(f"{_where(key)} is truncated")
-    else:
-        (length,) = _U32.unpack_from(data, 0)
-        start = 4
-    try:
-        header = _HEADER_DECODER.decode(data[start : start + length].decode())
-        record = ExchangeRecord.from_json(header)
-    except (ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise StoreCorrupt(f"{_where(key)}: its header is damaged ({exc})") from exc
-    if (record.format >= 2) != checked:
-        raise StoreCorrupt(f"{_where(key)}: its header's format does not match its layout")
-    return record, data[start + length :]
-
-
-def _where(key: bytes | None) -> str:
-    return f"the exchange of {describe_key(key)}" if key is not None else "a recorded exchange"
+__all__ = [
+    "PAGE_BYTES",
+    "RECORD_FORMAT",
+    "Exchange",
+    "ExchangeRecord",
+    "Exchanges",
+    "StoredExchange",
+    "decode_header",
+]

@@ -81,6 +81,7 @@ class LengthWatch:
 
     def __init__(self, data: Path) -> None:
         self.data = data
+        self._path = str(data)  # `os.stat` of a str skips `Path.__fspath__`, once a transaction
         with data.open("rb") as handle:
             meta = read_meta(handle.read(_PAGE_HEADER + _META_BYTES))
         self._page = meta.page_size if meta is not None else 4096
@@ -89,7 +90,7 @@ class LengthWatch:
     def shortfall(self) -> tuple[int, int] | None:
         """`(length, needed)` when the file is now shorter than its pages in use; else None."""
         try:
-            stat = os.stat(self.data)
+            stat = os.stat(self._path)
         except FileNotFoundError:
             return 0, 2 * self._page
         seen = (stat.st_size, stat.st_mtime_ns)

@@ -43,7 +43,7 @@ def _stream_classes(lib: ModuleType) -> tuple[type, type, type, type]:
             self._frames = frames
 
         def __iter__(self) -> Iterator[bytes]:
-            yield from self._frames
+            return self._frames
 
     class AsyncFrames(lib.AsyncByteStream):  # type: ignore[name-defined,misc]
         def __init__(self, frames: Iterator[bytes]) -> None:
