@@ -15,7 +15,9 @@ queued" is the whole process on an empty store.
 Bytecode: every child reads and writes its compiled modules in a cache of this run's own
 (`PYTHONPYCACHEPREFIX`), warmed by one uncounted round, so each figure is an import from `.pyc`
 files as after `pip install`, whatever the venv holds or `PYTHONDONTWRITEBYTECODE` says.
-`--compile` measures the other case: every child compiles every module from source.
+`--as-installed` measures the other case: the children use the bytecode the installation holds
+(the stdlib's `__pycache__`, and the venv's if its installer compiled it; uv and
+`PYTHONDONTWRITEBYTECODE=1` leave none, so every such module compiles from source each time).
 
 With `--before REF` every pyrula case is also measured on the code of that git revision
 (`git archive`, imported ahead of the installed package through PYTHONPATH), interleaved with
@@ -27,7 +29,7 @@ mark (`os.getppid()`) placed after the import, or at the first line of the worke
 The counts include the interpreter's own start (the `python -c pass` row); the `added` column is
 each case minus `import openai` from the same run.
 
-    python benchmarks/bench_import.py [--rounds 7] [--before 5d84888] [--callgrind] [--compile]
+    python benchmarks/bench_import.py [--rounds 7] [--before 5d84888] [--callgrind] [--as-installed]
 
 The SDK's version is whatever the interpreter running this script has installed: run it from
 another venv to measure another release (benchmarks/README.md has the floor's).
@@ -93,10 +95,10 @@ async def bench(ctx):
 class Children:
     """How the children start: the interpreter, the bytecode cache, the tree under test."""
 
-    def __init__(self, folder: Path, *, compile_all: bool) -> None:
+    def __init__(self, folder: Path, *, as_installed: bool) -> None:
         self.folder = folder
-        self.compile_all = compile_all
-        self.cache = folder / ("no-pycache" if compile_all else "pycache")
+        self.as_installed = as_installed
+        self.cache = folder / "pycache"
         self.cache.mkdir()
         self.app_dir = folder / "app"
         self.app_dir.mkdir()
@@ -105,9 +107,11 @@ class Children:
 
     def env(self, tree: Path | None, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-        env["PYTHONPYCACHEPREFIX"] = str(self.cache)
-        if self.compile_all:
+        if self.as_installed:
+            env.pop("PYTHONPYCACHEPREFIX", None)
             env["PYTHONDONTWRITEBYTECODE"] = "1"
+        else:
+            env["PYTHONPYCACHEPREFIX"] = str(self.cache)
         if tree is not None:
             env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
         return {**env, **extra}
@@ -246,7 +250,7 @@ def main() -> None:
     parser.add_argument("--before", metavar="REF", help="also measure this git revision")
     parser.add_argument("--callgrind", action="store_true", help="count instructions (valgrind)")
     parser.add_argument(
-        "--compile", action="store_true", help="no bytecode cache: every import compiles"
+        "--as-installed", action="store_true", help="only the bytecode the installation holds"
     )
     options = parser.parse_args()
     if options.callgrind and shutil.which("valgrind") is None:
@@ -259,7 +263,7 @@ def main() -> None:
         best[key] = (min(wall, sample[0]), min(cpu, sample[1]))
 
     with tempfile.TemporaryDirectory() as name:
-        children = Children(Path(name), compile_all=options.compile)
+        children = Children(Path(name), as_installed=options.as_installed)
         trees: dict[str, Path | None] = {"now": None}
         if options.before:
             trees = {"before": _before_tree(options.before, children.folder), "now": None}
@@ -285,7 +289,7 @@ def main() -> None:
 
     openai_wall, openai_cpu = best[("sdk", "import openai (baseline)")]
     anthropic_wall, anthropic_cpu = best.get(("sdk", "import anthropic"), (0.0, 0.0))
-    bytecode = "compiled from source" if options.compile else "from cached .pyc"
+    bytecode = "with the installation's bytecode only" if options.as_installed else "from .pyc"
     print(f"best of {options.rounds} fresh interpreters (Python {sys.version.split()[0]}, "
           f"{_versions()}; modules {bytecode}; load {load_at_start:.1f} at start, "
           f"{load_at_end:.1f} at end)")
