@@ -17,7 +17,6 @@ from pyrula.errors import (
     ToolRefused,
     UnjournaledSurface,
 )
-from pyrula.runtime import AgentContext, AgentLimits, LLMRate, ToolContext, tool
 
 if TYPE_CHECKING:
     from pyrula.agents.llm import AnthropicLLM, BedrockLLM, GeminiLLM, OpenAILLM
@@ -29,8 +28,12 @@ if TYPE_CHECKING:
         agent,
         stream_to,
     )
+    from pyrula.runtime import AgentContext, AgentLimits, LLMRate, ToolContext, tool
 
 _LAZY = {
+    **dict.fromkeys(
+        ("AgentContext", "AgentLimits", "LLMRate", "ToolContext", "tool"), "pyrula.runtime"
+    ),
     **dict.fromkeys(("AnthropicLLM", "BedrockLLM", "GeminiLLM", "OpenAILLM"), "pyrula.agents.llm"),
     **dict.fromkeys(
         ("Agent", "MCPServerHTTP", "MCPServerStdio", "NativeContext", "agent", "stream_to"),

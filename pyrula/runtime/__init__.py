@@ -1,23 +1,50 @@
-"""Durable runs: workflows and agents whose steps, tools and model calls replay after a crash."""
+"""Durable runs: workflows and agents whose steps, tools and model calls replay after a crash.
+
+The names below load on first use, so a drop-in that needs only `pyrula.runtime.calls` does not
+import the worker, the run client and the run store with it.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
 
 from pyrula.errors import ToolRefused
-from pyrula.runtime.client import (
-    RunHandle,
-    answer,
-    cancel,
-    fork,
-    purge,
-    resume,
-    signal,
-    submit,
-)
-from pyrula.runtime.context import AgentContext, ToolContext, WorkflowContext
-from pyrula.runtime.limits import AgentLimits
-from pyrula.runtime.metering import prices
-from pyrula.runtime.ratelimit import LLMRate
-from pyrula.runtime.registry import Definition, ToolDefinition, agent, tool, workflow
-from pyrula.runtime.runstore import Event, RunRecord, RunStore
-from pyrula.runtime.worker import Worker
+
+if TYPE_CHECKING:
+    from pyrula.runtime.client import (
+        RunHandle,
+        answer,
+        cancel,
+        fork,
+        purge,
+        resume,
+        signal,
+        submit,
+    )
+    from pyrula.runtime.context import AgentContext, ToolContext, WorkflowContext
+    from pyrula.runtime.limits import AgentLimits
+    from pyrula.runtime.metering import prices
+    from pyrula.runtime.ratelimit import LLMRate
+    from pyrula.runtime.registry import Definition, ToolDefinition, agent, tool, workflow
+    from pyrula.runtime.runstore import Event, RunRecord, RunStore
+    from pyrula.runtime.worker import Worker
+
+_WHERE: dict[str, str] = {
+    **dict.fromkeys(
+        ("RunHandle", "answer", "cancel", "fork", "purge", "resume", "signal", "submit"),
+        "pyrula.runtime.client",
+    ),
+    **dict.fromkeys(("AgentContext", "ToolContext", "WorkflowContext"), "pyrula.runtime.context"),
+    "AgentLimits": "pyrula.runtime.limits",
+    "prices": "pyrula.runtime.metering",
+    "LLMRate": "pyrula.runtime.ratelimit",
+    **dict.fromkeys(
+        ("Definition", "ToolDefinition", "agent", "tool", "workflow"), "pyrula.runtime.registry"
+    ),
+    **dict.fromkeys(("Event", "RunRecord", "RunStore"), "pyrula.runtime.runstore"),
+    "Worker": "pyrula.runtime.worker",
+}
 
 __all__ = [
     "AgentContext",
@@ -45,3 +72,16 @@ __all__ = [
     "tool",
     "workflow",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pyrula.runtime' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_WHERE])

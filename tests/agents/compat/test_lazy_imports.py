@@ -72,3 +72,25 @@ def test_the_openai_drop_in_loads_nothing_the_sdk_itself_does_not():
                "click", "pygments", "mcp", "pydantic_ai", "langchain_core"}
     assert packages & foreign == set()
     assert not any(m.startswith(("pyrula.agents.native", "pyrula.agents.llm")) for m in added)
+    # Nor the runs' machinery: the worker, the run client and store, an attempt's session (it
+    # loads when a run is submitted or a worker starts, not with a client class).
+    runs = {"pyrula.runtime.worker", "pyrula.runtime.client", "pyrula.runtime.runstore",
+            "pyrula.runtime.attempt", "pyrula.runtime.session", "pyrula.runtime.registry",
+            "pyrula.runtime.context", "pyrula.journal.group_commit"}
+    assert added & runs == set()
+
+
+def test_the_runtime_names_load_on_first_use_and_are_the_modules_own():
+    done = _python(
+        "import sys\n"
+        "import pyrula.runtime, pyrula.agents\n"
+        "print('pyrula.runtime.worker' in sys.modules)\n"
+        "from pyrula.runtime import Worker, submit, workflow\n"
+        "from pyrula.runtime.worker import Worker as Home\n"
+        "from pyrula.agents import AgentContext, tool\n"
+        "from pyrula.runtime.context import AgentContext as ContextHome\n"
+        "print(Worker is Home, AgentContext is ContextHome, callable(submit), callable(tool))\n"
+        "print(sorted(set(pyrula.runtime.__all__) - set(dir(pyrula.runtime))))"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:3] == ["False", "True True True True", "[]"]
