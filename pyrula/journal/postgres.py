@@ -31,8 +31,10 @@ from pyrula.errors import (
     StoreUnavailable,
 )
 from pyrula.journal.pg_schema import MAGIC, MIGRATIONS, SCHEMA_VERSION, table
+from pyrula.journal.pg_sql import SCAN_BATCH, SQL, fenced_sql
 from pyrula.journal.store import (
     DATABASES,
+    Fence,
     Location,
     Store,
     Txn,
@@ -96,6 +98,7 @@ class PostgresStore(Store):
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
+        self.retryable = (psycopg.OperationalError, psycopg.InterfaceError)
         size = pool_size or int(os.environ.get("PYRULA_PG_POOL_SIZE", "8"))
         self.pool = ConnectionPool(
             self.url,
@@ -299,9 +302,9 @@ class PostgresStore(Store):
         start = None if after is None or after < prefix else after + b"\x00"
         while True:
             with self.read() as txn:
-                rows = list(itertools.islice(txn.scan(db, prefix, start=start), _SCAN_BATCH))
+                rows = list(itertools.islice(txn.scan(db, prefix, start=start), SCAN_BATCH))
             yield from rows
-            if len(rows) < _SCAN_BATCH:
+            if len(rows) < SCAN_BATCH:
                 return
             start = bytes(rows[-1][0]) + b"\x00"
 
@@ -335,9 +338,7 @@ def _begin_write(scope: list[str] | None) -> str:
     token = "WITH token AS (INSERT INTO pyrula_commits (token) VALUES (%b)) "
     if scope is None:
         return f"{token}SELECT {_WRITE_LOCK}"
-    each = (
-        "pg_advisory_xact_lock(hashtextextended('pyrula:' || current_schema() || ':' || %s, 0))"
-    )
+    each = "pg_advisory_xact_lock(hashtextextended('pyrula:' || current_schema() || ':' || %s, 0))"
     return f"{token}SELECT {_SHARED_LOCK}, " + ", ".join(each for _ in scope)
 
 
@@ -374,27 +375,57 @@ class PgTxn:
             self.woken = True
             self.cur.execute(f"NOTIFY {CHANNEL}")
 
+    def put_fenced(
+        self,
+        key: bytes,
+        value: bytes,
+        *,
+        db: str,
+        after: bytes | None,
+        fence: Fence | None,
+        also: Sequence[tuple[bytes, bytes, Any]] = (),
+    ) -> Callable[[], bool]:
+        """One statement, left in the pipeline on a cursor of its own: its answer is fetched
+        (with every other statement sent so far) only when asked for."""
+        also_dbs = tuple(also_db for _, _, also_db in also)
+        sql = fenced_sql(db, fence[2] if fence else None, after is not None, also_dbs)
+        params = [key, value]
+        if fence is not None:
+            params += [fence[0], fence[1]]
+        if after is not None:
+            params.append(after)
+        for also_key, also_value, _ in also:
+            params += [also_key, also_value]
+        cursor = self.conn.cursor(binary=True)
+        cursor.execute(sql, params)
+
+        def added() -> bool:
+            row = cursor.fetchone()
+            return bool(row and row[0])
+
+        return added
+
     def get(self, key: bytes, default: None = None, *, db: str) -> bytes | None:
-        row = self._query(_SQL[db]["get"], (key,)).fetchone()
+        row = self._query(SQL[db]["get"], (key,)).fetchone()
         return row[0] if row is not None else default
 
     def get_many(self, keys: list[bytes], *, db: str) -> dict[bytes, bytes]:
         if not keys:
             return {}
-        rows = self._query(_SQL[db]["get_many"], (keys,)).fetchall()
+        rows = self._query(SQL[db]["get_many"], (keys,)).fetchall()
         return {bytes(key): bytes(value) for key, value in rows}
 
     def put(self, key: bytes, value: bytes, *, db: str, overwrite: bool = True) -> bool:
         """Write `value` under `key`; True if written. An overwriting put is left in the
         pipeline (it always writes); `overwrite=False` waits to learn whether the key was new."""
         if overwrite:
-            self.cur.execute(_SQL[db]["put"], (key, value))
+            self.cur.execute(SQL[db]["put"], (key, value))
             return True
-        self.cur.execute(_SQL[db]["add"], (key, value))
+        self.cur.execute(SQL[db]["add"], (key, value))
         return self._rowcount() > 0
 
     def delete(self, key: bytes, *, db: str) -> bool:
-        self.cur.execute(_SQL[db]["delete"], (key,))
+        self.cur.execute(SQL[db]["delete"], (key,))
         return self._rowcount() > 0
 
     def _rowcount(self) -> int:
@@ -405,50 +436,28 @@ class PgTxn:
     def scan(
         self, db: str, prefix: bytes = b"", *, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
-        # Read in batches of `_SCAN_BATCH` keys, so a caller that stops early (a page of the
+        # Read in batches of `SCAN_BATCH` keys, so a caller that stops early (a page of the
         # UI, the first match) never pulls the whole table over the connection.
         low = max(prefix, start or b"")
         end = prefix_end(prefix)
         while True:
             if end:
-                rows = self._query(_SQL[db]["range"], (low, end)).fetchall()
+                rows = self._query(SQL[db]["range"], (low, end)).fetchall()
             else:
-                rows = self._query(_SQL[db]["from"], (low,)).fetchall()
+                rows = self._query(SQL[db]["from"], (low,)).fetchall()
             yield from rows
-            if len(rows) < _SCAN_BATCH:
+            if len(rows) < SCAN_BATCH:
                 return
             low = bytes(rows[-1][0]) + b"\x00"
 
     def last(self, db: str, prefix: bytes) -> tuple[bytes, bytes] | None:
         end = prefix_end(prefix)
         if end:
-            row = self._query(_SQL[db]["last_below"], (prefix, end)).fetchone()
+            row = self._query(SQL[db]["last_below"], (prefix, end)).fetchone()
         else:
-            row = self._query(_SQL[db]["last"], (prefix,)).fetchone()
+            row = self._query(SQL[db]["last"], (prefix,)).fetchone()
         return (row[0], row[1]) if row is not None else None
 
     def count(self, db: str) -> int:
         row = self._query(f"SELECT count(*) FROM {table(db)}", ()).fetchone()
         return int(row[0]) if row else 0
-
-
-_SCAN_BATCH = 1000
-
-
-def _statements(name: str) -> dict[str, str]:
-    t = table(name)
-    return {
-        "get": f"SELECT v FROM {t} WHERE k = %b",
-        "get_many": f"SELECT k, v FROM {t} WHERE k = ANY(%b)",
-        "put": f"INSERT INTO {t} (k, v) VALUES (%b, %b) "
-        "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-        "add": f"INSERT INTO {t} (k, v) VALUES (%b, %b) ON CONFLICT (k) DO NOTHING",
-        "delete": f"DELETE FROM {t} WHERE k = %b",
-        "range": f"SELECT k, v FROM {t} WHERE k >= %b AND k < %b ORDER BY k LIMIT {_SCAN_BATCH}",
-        "from": f"SELECT k, v FROM {t} WHERE k >= %b ORDER BY k LIMIT {_SCAN_BATCH}",
-        "last_below": f"SELECT k, v FROM {t} WHERE k >= %b AND k < %b ORDER BY k DESC LIMIT 1",
-        "last": f"SELECT k, v FROM {t} WHERE k >= %b ORDER BY k DESC LIMIT 1",
-    }
-
-
-_SQL = {name: _statements(name) for name in DATABASES}

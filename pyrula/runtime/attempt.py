@@ -16,6 +16,7 @@ from typing import Any
 
 from pyrula.errors import DurableInvocationCancelled, UnjournaledSurface
 from pyrula.runtime.calls import current_run
+from pyrula.runtime.grouped_append import append_grouped
 from pyrula.runtime.limits import AgentLimits, Budget
 from pyrula.runtime.positions import Positions
 from pyrula.runtime.runstore import Event, Lease, RunRecord, RunStore
@@ -66,12 +67,14 @@ class Attempt:
         self.facts: dict[str, Event] = {}
         self.open_children: dict[str, str] = {}
         self.by_type: dict[str, list[Event]] = defaultdict(list)
+        self.last_seq = 0  # of the events this attempt has read or written
         for event in journal.events(run.id):
             self._learn(event)
         self.session = RunSession(self)
 
     def _learn(self, event: Event) -> None:
         self.by_type[event.type].append(event)
+        self.last_seq = max(self.last_seq, event.seq)
         position = event.payload.get("position")
         if isinstance(position, str):
             self.facts[position] = event
@@ -111,8 +114,14 @@ class Attempt:
     ) -> Event:
         """`write` from the run's event loop, group-committed with the facts the worker's other
         runs journal meanwhile (one flush for all); returns once the fact is committed."""
-        event = await self.journal.append_grouped(
-            self.run.id, self.lease, kind, payload, withheld=withheld
+        event = await append_grouped(
+            self.journal,
+            self.run.id,
+            self.lease,
+            kind,
+            payload,
+            next_seq=self.last_seq + 1,
+            withheld=withheld,
         )
         self.remember([event])
         return event
