@@ -155,7 +155,11 @@ def dbos_steps(base: str, runs: int) -> float | None:
             return sum(dbos_value(i) for i in range(n))
 
         _DBOS["workflow"] = dbos_workflow
-    config = {"name": "bench-pg", "system_database_url": fresh_database(base)}
+    config = {
+        "name": "bench-pg",
+        "system_database_url": fresh_database(base),
+        "log_level": "WARNING",
+    }
     DBOS(config=config)  # type: ignore[arg-type]
     DBOS.launch()
     try:

@@ -99,6 +99,7 @@ class PostgresStore(Store):
         )
         self._lock = threading.Lock()
         self.retryable = (psycopg.OperationalError, psycopg.InterfaceError)
+        self.remote = True
         size = pool_size or int(os.environ.get("PYRULA_PG_POOL_SIZE", "8"))
         self.pool = ConnectionPool(
             self.url,

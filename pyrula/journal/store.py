@@ -139,6 +139,8 @@ class Store:
     meta_db: Any
     # What `write` itself retries (a lost connection): a write function lets these through.
     retryable: tuple[type[BaseException], ...] = ()
+    # Whether a read is a round trip to a server (PostgreSQL) rather than a local lookup (LMDB).
+    remote = False
 
     def __new__(cls, location: Location | None = None, **options: Any) -> Store:
         if cls is not Store:

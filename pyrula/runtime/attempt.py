@@ -133,6 +133,14 @@ class Attempt:
         if self.journal.cancel_requested(self.run.id):
             raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
 
+    async def acheck_cancel(self) -> None:
+        """`check_cancel` from the run's event loop, which it leaves free meanwhile: on
+        PostgreSQL the checks of the worker's runs share one round trip (`journal.group_read`)."""
+        if self.draining:
+            raise HandedOff(f"run {self.run.id}: its worker is draining; handed to the next one")
+        if await self.journal.acancel_requested(self.run.id):
+            raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
+
     def refuse_loop_thread(self) -> None:
         """A sync model call must not run on the run's own loop thread: it would block the run,
         and its reply could not be journaled in order."""

@@ -87,7 +87,7 @@ class WorkflowContext:
     ) -> Any:
         """A journaled unit of work; `before(position)` runs only when the unit runs live."""
         attempt = self._attempt
-        attempt.check_cancel()
+        await attempt.acheck_cancel()
         position = attempt.next_position(kind)
         recorded = attempt.facts.get(position)
         if recorded is not None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from pyrula.errors import IdempotencyConflict, RunAttemptEnded, RunExists, RunNotFound
+from pyrula.journal.group_read import group_read
 from pyrula.journal.store import Store, Txn
 from pyrula.runtime.leases import HOST, lease_key, lease_value
 from pyrula.runtime.leases import lease_is_live as lease_is_live  # re-exported
@@ -329,6 +330,10 @@ class RunStore(RunPurging, WithheldValues):
     def cancel_requested(self, run_id: str) -> bool:
         with self.store.read() as txn:
             return txn.get(_cancel_key(run_id), db=self._flags) is not None
+
+    async def acancel_requested(self, run_id: str) -> bool:
+        """`cancel_requested` from the event loop: the worker's runs share one read."""
+        return await group_read(self.store).get(_cancel_key(run_id), db=self._flags) is not None
 
     # -- journaling -----------------------------------------------------------------------------
 
