@@ -21,6 +21,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pyrula.errors import (
@@ -31,7 +32,7 @@ from pyrula.errors import (
     StoreUnavailable,
 )
 from pyrula.journal.pg_schema import MAGIC, MIGRATIONS, SCHEMA_VERSION, table
-from pyrula.journal.pg_sql import SCAN_BATCH, SQL, fenced_sql
+from pyrula.journal.pg_sql import SCAN_BATCH, SQL, WRITE_LOCK, begin_write, fenced_sql
 from pyrula.journal.store import (
     DATABASES,
     Fence,
@@ -53,9 +54,6 @@ except ImportError:  # pragma: no cover - the extra is not installed
 
 T = TypeVar("T")
 STORE_FORMAT = 1
-# One lock for the whole store (its schema): writers serialise on it as on LMDB's write lock.
-_WRITE_LOCK = "pg_advisory_xact_lock(hashtext('pyrula:' || current_schema()))"
-_SHARED_LOCK = "pg_advisory_xact_lock_shared(hashtext('pyrula:' || current_schema()))"
 _TOKEN_TTL = "1 hour"
 
 
@@ -162,7 +160,7 @@ class PostgresStore(Store):
     def _migrate(self, conn: Any) -> int:
         """Apply every migration past the database's schema, in one transaction."""
         with conn.transaction():
-            conn.execute(f"SELECT {_WRITE_LOCK}")
+            conn.execute(f"SELECT {WRITE_LOCK}")
             conn.execute(MIGRATIONS[0][0])  # pyrula_meta, so the version can be read
             found = conn.execute("SELECT v FROM pyrula_meta WHERE k = 'schema'::bytea").fetchone()
             current = int(found[0]) if found else 0
@@ -224,8 +222,10 @@ class PostgresStore(Store):
                     # last write and COMMIT in another.
                     with conn.pipeline() as pipeline, conn.transaction():
                         names = sorted(set(scope)) if scope is not None else None
-                        conn.execute(_begin_write(names), (token, *(names or ())))
-                        result = fn(PgTxn(conn, pipeline))
+                        conn.execute(begin_write(names), (token, *(names or ())))
+                        txn = PgTxn(conn, pipeline)
+                        result = fn(txn)
+                        txn.flush()  # fenced puts whose answers nobody asked for
                         done = True
                     self._sweep_tokens(conn)
                     return result
@@ -331,23 +331,24 @@ class PostgresStore(Store):
         }
 
 
-def _begin_write(scope: list[str] | None) -> str:
-    """The first statement of a write: its commit token, then its locks, in one round trip.
+@dataclass(slots=True)
+class _FencedPut:
+    """A `put_fenced` kept for the next multi-row statement, and (then) whether it was added."""
 
-    Unscoped: the store's lock, exclusive. Scoped: that lock shared, then one exclusive lock
-    per name, in sorted order (so two writers never wait on each other in a cycle)."""
-    token = "WITH token AS (INSERT INTO pyrula_commits (token) VALUES (%b)) "
-    if scope is None:
-        return f"{token}SELECT {_WRITE_LOCK}"
-    each = "pg_advisory_xact_lock(hashtextextended('pyrula:' || current_schema() || ':' || %s, 0))"
-    return f"{token}SELECT {_SHARED_LOCK}, " + ", ".join(each for _ in scope)
+    key: bytes
+    value: bytes
+    db: str
+    after: bytes | None
+    fence: Fence | None
+    also: tuple[tuple[bytes, bytes, Any], ...]
+    added: bool = False
 
 
 class PgTxn:
     """One transaction on a PostgreSQL store, behind the store's `Txn` interface: a pipelined
     write transaction, or (with `store`) autocommit reads retried on a lost connection."""
 
-    __slots__ = ("conn", "cur", "pipeline", "store", "woken")
+    __slots__ = ("conn", "cur", "fenced", "pipeline", "store", "woken")
 
     def __init__(self, conn: Any, pipeline: Any, *, store: PostgresStore | None = None) -> None:
         self.conn = conn
@@ -355,11 +356,13 @@ class PgTxn:
         self.pipeline = pipeline
         self.store = store
         self.woken = False
+        self.fenced: list[_FencedPut] = []
 
     def _query(self, sql: str, params: tuple[Any, ...]) -> Any:
         """Execute one statement; in a read, retry it on a fresh connection if this one is
         lost (an autocommit read is safe to repeat)."""
         if self.store is None:
+            self.flush()
             return self.cur.execute(sql, params)
         deadline = time.monotonic() + retry_seconds()
         delay = 0.05
@@ -372,6 +375,7 @@ class PgTxn:
                 delay = min(delay * 2, 2.0)
 
     def wake(self) -> None:
+        self.flush()
         if not self.woken:
             self.woken = True
             self.cur.execute(f"NOTIFY {CHANNEL}")
@@ -386,25 +390,43 @@ class PgTxn:
         fence: Fence | None,
         also: Sequence[tuple[bytes, bytes, Any]] = (),
     ) -> Callable[[], bool]:
-        """One statement, left in the pipeline on a cursor of its own: its answer is fetched
-        (with every other statement sent so far) only when asked for."""
-        also_dbs = tuple(also_db for _, _, also_db in also)
-        sql = fenced_sql(db, fence[2] if fence else None, after is not None, also_dbs)
-        params = [key, value]
-        if fence is not None:
-            params += [fence[0], fence[1]]
-        if after is not None:
-            params.append(after)
-        for also_key, also_value, _ in also:
-            params += [also_key, also_value]
-        cursor = self.conn.cursor(binary=True)
-        cursor.execute(sql, params)
+        """Kept until an answer or another statement is asked for: then every fenced put kept
+        goes out as one multi-row statement (per table and fence), in one round trip."""
+        put = _FencedPut(key, value, db, after, fence, tuple(also))
+        self.fenced.append(put)
 
         def added() -> bool:
-            row = cursor.fetchone()
-            return bool(row and row[0])
+            self.flush()
+            return put.added
 
         return added
+
+    def flush(self) -> None:
+        """Send the fenced puts kept so far and learn which were added."""
+        if not self.fenced:
+            return
+        puts, self.fenced = self.fenced, []
+        kinds: dict[tuple[str, str | None, tuple[str, ...]], list[_FencedPut]] = {}
+        for put in puts:
+            kind = (put.db, put.fence[2] if put.fence else None, tuple(d for *_, d in put.also))
+            kinds.setdefault(kind, []).append(put)
+        for (db, fence_db, also_dbs), group in kinds.items():
+            unique = {put.key: put for put in reversed(group)}  # a repeated key: the first only
+            rows = list(reversed(unique.values()))
+            columns: list[list[bytes | None]] = [
+                [put.key for put in rows],
+                [put.value for put in rows],
+                [put.after for put in rows],
+            ]
+            if fence_db is not None:
+                fences = [put.fence for put in rows if put.fence is not None]
+                columns += [[f[0] for f in fences], [f[1] for f in fences]]
+            for n in range(len(also_dbs)):
+                columns += [[put.also[n][0] for put in rows], [put.also[n][1] for put in rows]]
+            sql = fenced_sql(db, fence_db, also_dbs)
+            added = {bytes(row[0]) for row in self.cur.execute(sql, columns).fetchall()}
+            for put in rows:
+                put.added = put.key in added
 
     def get(self, key: bytes, default: None = None, *, db: str) -> bytes | None:
         row = self._query(SQL[db]["get"], (key,)).fetchone()
@@ -419,6 +441,7 @@ class PgTxn:
     def put(self, key: bytes, value: bytes, *, db: str, overwrite: bool = True) -> bool:
         """Write `value` under `key`; True if written. An overwriting put is left in the
         pipeline (it always writes); `overwrite=False` waits to learn whether the key was new."""
+        self.flush()
         if overwrite:
             self.cur.execute(SQL[db]["put"], (key, value))
             return True
@@ -426,6 +449,7 @@ class PgTxn:
         return self._rowcount() > 0
 
     def delete(self, key: bytes, *, db: str) -> bool:
+        self.flush()
         self.cur.execute(SQL[db]["delete"], (key,))
         return self._rowcount() > 0
 
