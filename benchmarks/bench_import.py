@@ -23,11 +23,11 @@ import os
 import resource
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
-from io import BytesIO
 from pathlib import Path
+
+from _common import before_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,21 +76,6 @@ def _worker_start(folder: Path, i: int, tree: Path | None) -> tuple[float, float
     return _run(argv, env=_env(tree), cwd=str(folder))
 
 
-def _before_tree(ref: str, folder: Path) -> Path:
-    """The package as it was at `ref`, laid out as installed (fingerprints and proxy inside)."""
-    tree = folder / "before"
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", ref, "pyrula", "fingerprints", "proxy"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(tree, filter="data")
-    for sub in ("fingerprints", "proxy"):
-        (tree / sub).rename(tree / "pyrula" / sub)
-    return tree
-
-
 def _foreign(tree: Path | None, folder: Path) -> list[str]:
     code = (
         "import sys, pyrula.agents.compat.openai; "
@@ -122,7 +107,7 @@ def main() -> None:
         folder = Path(name)
         trees: dict[str, Path | None] = {"now": None}
         if options.before:
-            trees = {"before": _before_tree(options.before, folder), "now": None}
+            trees = {"before": before_tree(options.before, folder), "now": None}
         for i in range(options.rounds):
             for case, code in SDK_CASES.items():
                 keep(("sdk", case), _run([sys.executable, "-c", code], env=_env(None), cwd=name))

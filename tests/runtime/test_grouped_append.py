@@ -26,17 +26,20 @@ def test_facts_of_many_runs_grouped_land_in_order_once_each(store_location):
         journal = RunStore(store)
         runs = [_claimed(journal, f"r{n}") for n in range(8)]
         firsts = {run_id: len(journal.events(run_id)) for run_id, _ in runs}
+        withholding = {run_id for run_id, _ in runs[::2]}
 
         async def run_facts(run_id: str, lease: Lease) -> list[int]:
             seqs = []
+            withholds = run_id in withholding  # half the runs: a second table in the group
             for index in range(20):
                 event = await append_grouped(
                     journal,
                     run_id,
                     lease,
                     "step:done",
-                    {"position": f"s{index}", "result": index},
+                    {"position": f"s{index}", "result": None if withholds else index},
                     next_seq=firsts[run_id] + index + 1,
+                    withheld={"result": index} if withholds else None,
                 )
                 seqs.append(event.seq)
             return seqs
@@ -49,8 +52,33 @@ def test_facts_of_many_runs_grouped_land_in_order_once_each(store_location):
             events = journal.events(run_id)
             assert [e.seq for e in events] == list(range(1, len(events) + 1))
             done = [e for e in events if e.type == "step:done"]
-            assert [e.payload["result"] for e in done] == list(range(20))
+            if run_id in withholding:
+                kept = [journal.withheld(run_id, e.payload["position"]) for e in done]
+                assert [value["result"] for value in kept] == list(range(20))
+            else:
+                assert [e.payload["result"] for e in done] == list(range(20))
             assert [e.seq for e in done] == seqs
+
+
+def test_two_facts_of_one_run_in_one_group_with_the_same_guess_take_consecutive_seqs(
+    store_location,
+):
+    with Store(store_location) as store:
+        journal = RunStore(store)
+        run_id, lease = _claimed(journal, "twice")
+        seq = len(journal.events(run_id)) + 1
+
+        async def both() -> list[int]:
+            facts = [
+                append_grouped(journal, run_id, lease, "step:done", {"position": p}, next_seq=seq)
+                for p in ("a", "b")
+            ]
+            return [event.seq for event in await asyncio.gather(*facts)]
+
+        assert sorted(asyncio.run(both())) == [seq, seq + 1]
+        events = journal.events(run_id)
+        assert [e.seq for e in events] == list(range(1, seq + 2))
+        assert sorted(e.payload["position"] for e in events[-2:]) == ["a", "b"]
 
 
 @pytest.mark.parametrize("guess", ["behind", "ahead"])
