@@ -20,8 +20,9 @@ ratio to the LMDB row measured in the same rounds.
 
 `--full` adds the issue's exactly-once check at full size: 8 worker processes, 5,000 runs.
 
-`--before REF` adds to part 1 PostgreSQL on the code of git revision REF (in a child process),
-measured in the same rounds, so a change is compared with the code before it in one run.
+`--before REF` adds to part 1 PostgreSQL on the code of git revision REF, measured in the same
+rounds, so a change is compared with the code before it in one run; both PostgreSQL rows then
+run in child processes (the same clean start for both).
 
 Run: python benchmarks/bench_postgres.py [--rounds 3] [--runs 400] [--url URL] [--full]
      [--skip 1,2,3,4] [--before REF]
@@ -175,13 +176,14 @@ def dbos_steps(base: str, runs: int) -> float | None:
         DBOS.destroy()
 
 
-def before_steps(tree: Path, base: str, runs: int) -> float:
-    """`pyrula_steps` on PostgreSQL with the code of another revision (`--before`), in a child
-    process whose `pyrula` is that revision's."""
+def child_steps(tree: Path | None, base: str, runs: int) -> float:
+    """`pyrula_steps` on PostgreSQL in a child process: with the code of another revision
+    (`tree`, from `--before`), or this one (None), so both start from the same clean state."""
+    paths = [str(tree)] if tree is not None else []
     code = (
-        f"import sys; sys.path[:0] = [{str(tree)!r}, {str(ROOT / 'benchmarks')!r}]\n"
+        f"import sys; sys.path[:0] = {[*paths, str(ROOT / 'benchmarks')]!r}\n"
         "import bench_postgres as b, pyrula\n"
-        f"assert pyrula.__file__.startswith({str(tree)!r}), pyrula.__file__\n"
+        f"assert pyrula.__file__.startswith({str(tree or ROOT)!r}), pyrula.__file__\n"
         f"print(b.pyrula_steps(b.fresh_schema({base!r}), {runs}))"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -346,7 +348,9 @@ def main() -> None:
             for kind in order[round_ % len(order) :] + order[: round_ % len(order)]:
                 for runs in (1, 8):
                     if kind == "before" and tree is not None:
-                        rate = before_steps(tree, base, runs)
+                        rate = child_steps(tree, base, runs)
+                    elif kind == "postgresql" and tree is not None:
+                        rate = child_steps(None, base, runs)
                     elif kind == "dbos":
                         rate = dbos_steps(base, runs)
                         if rate is None:
