@@ -1,9 +1,11 @@
 """The PostgreSQL store: the same named tables as LMDB, on a server many hosts share.
 
-`Store("postgresql://user@host/db")` opens one. Every write transaction takes one transaction-
-scoped advisory lock first, so writers are serialised exactly as LMDB serialises them and every
-layer above (which reads, decides and writes inside one transaction) keeps its guarantees. A
-fact is committed (the server's `synchronous_commit`) before `write` returns.
+`Store("postgresql://user@host/db")` opens one. Every write transaction first takes
+transaction-scoped advisory locks (`pg_sql.begin_write`): a write scoped to named runs excludes
+the writes of those runs, an unscoped one every write, so every layer above (which reads,
+decides and writes inside one transaction) keeps LMDB's guarantees. A fact is committed (the
+server's `synchronous_commit`) before `write` returns. Fenced puts (`PgTxn.put_fenced`) are
+kept and sent as one multi-row statement when their answers are first asked for.
 
 A lost connection is retried with backoff for `PYRULA_PG_RETRY_SECONDS` (default 60). A commit
 whose outcome was lost with the connection is settled by its token: each write inserts a random
