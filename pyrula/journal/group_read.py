@@ -3,7 +3,8 @@
 On a store across a network (PostgreSQL), a read of one key costs a round trip, and made from
 the event loop it blocks every run of the worker meanwhile. `GroupRead.get` instead queues the
 key; one reader thread reads every key queued so far with one `Txn.get_many` per table, then
-releases each caller with its own value. The read is made after the caller asked, so it sees
+releases each caller with its own value (a key asked alone is read on the loop at once: the
+hand-off would cost more than it frees). The read is made after the caller asked, so it sees
 every commit that preceded the call. On LMDB, whose reads are a lookup in a mapped file, `get`
 reads at once.
 """
@@ -54,8 +55,25 @@ class GroupRead:
             if not batch:
                 self._reading = False
                 return
+        if len(batch) == 1:
+            # A lone caller: read here, as a plain read would (a hand-off to the reader thread
+            # and back costs more than the round trip it would leave the loop free for).
+            try:
+                values = self._read(batch)
+            except Exception as exc:
+                self._release(loop, batch, None, exc)
+            else:
+                self._release(loop, batch, values, None)
+            return
         done = loop.run_in_executor(_READER, self._read, batch)
-        done.add_done_callback(lambda outcome: self._release(loop, batch, outcome))
+        done.add_done_callback(
+            lambda outcome: self._release(
+                loop,
+                batch,
+                None if outcome.exception() else outcome.result(),
+                outcome.exception(),
+            )
+        )
 
     def _read(self, batch: list[_Pending]) -> list[bytes | None]:
         keys: dict[Any, list[bytes]] = defaultdict(list)
@@ -69,16 +87,16 @@ class GroupRead:
         self,
         loop: asyncio.AbstractEventLoop,
         batch: list[_Pending],
-        outcome: asyncio.Future[list[bytes | None]],
+        values: list[bytes | None] | None,
+        error: BaseException | None,
     ) -> None:
-        error = outcome.exception()
         for index, (_, _, future) in enumerate(batch):
             if future.cancelled():
                 continue
-            if error is not None:
-                future.set_exception(error)
+            if values is None:
+                future.set_exception(error or RuntimeError("no value read"))
             else:
-                future.set_result(outcome.result()[index])
+                future.set_result(values[index])
         self._read_next(loop)
 
 
