@@ -16,10 +16,13 @@ import os
 import platform
 import shutil
 import statistics
+import subprocess
+import tarfile
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from io import BytesIO
 from pathlib import Path
 from typing import Any
 
@@ -328,3 +331,19 @@ def instructions_table(title: str, per_op: dict[str, float], baseline: str) -> T
             f"{(count - base) / 1e3:+,.0f}k",
         )
     return table
+
+
+def before_tree(ref: str, folder: Path) -> Path:
+    """The package as it was at `ref`, laid out as installed (fingerprints and proxy inside)."""
+    tree = folder / "before"
+    root = str(Path(__file__).resolve().parents[1])
+    archive = subprocess.run(
+        ["git", "-C", root, "archive", "--format=tar", ref, "pyrula", "fingerprints", "proxy"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(tree, filter="data")
+    for sub in ("fingerprints", "proxy"):
+        (tree / sub).rename(tree / "pyrula" / sub)
+    return tree

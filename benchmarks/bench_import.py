@@ -47,12 +47,12 @@ import resource
 import shutil
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from importlib import metadata
-from io import BytesIO
 from pathlib import Path
+
+from _common import before_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -164,21 +164,6 @@ def _worker_idle(children: Children, tree: Path | None) -> tuple[float, float]:
     return _run(children.worker_argv(store), env=children.env(tree), cwd=children.app_dir)
 
 
-def _before_tree(ref: str, folder: Path) -> Path:
-    """The package as it was at `ref`, laid out as installed (fingerprints and proxy inside)."""
-    tree = folder / "before"
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", "--format=tar", ref, "pyrula", "fingerprints", "proxy"],
-        check=True,
-        capture_output=True,
-    ).stdout
-    with tarfile.open(fileobj=BytesIO(archive)) as tar:
-        tar.extractall(tree, filter="data")
-    for sub in ("fingerprints", "proxy"):
-        (tree / sub).rename(tree / "pyrula" / sub)
-    return tree
-
-
 def _foreign(children: Children, tree: Path | None) -> list[str]:
     code = (
         "import sys, pyrula.agents.compat.openai; "
@@ -266,7 +251,7 @@ def main() -> None:
         children = Children(Path(name), as_installed=options.as_installed)
         trees: dict[str, Path | None] = {"now": None}
         if options.before:
-            trees = {"before": _before_tree(options.before, children.folder), "now": None}
+            trees = {"before": before_tree(options.before, children.folder), "now": None}
         here = children.app_dir
         for i in range(options.rounds + 1):  # round 0 fills the bytecode cache; not counted
             sample = keep if i else (lambda key, sample: None)

@@ -20,7 +20,12 @@ ratio to the LMDB row measured in the same rounds.
 
 `--full` adds the issue's exactly-once check at full size: 8 worker processes, 5,000 runs.
 
+`--before REF` adds to part 1 PostgreSQL on the code of git revision REF, measured in the same
+rounds, so a change is compared with the code before it in one run; both PostgreSQL rows then
+run in child processes (the same clean start for both).
+
 Run: python benchmarks/bench_postgres.py [--rounds 3] [--runs 400] [--url URL] [--full]
+     [--skip 1,2,3,4] [--before REF]
 """
 
 from __future__ import annotations
@@ -51,7 +56,7 @@ ROOT = Path(__file__).parents[1]
 sys.path.insert(1, str(ROOT))
 sys.path.insert(1, str(ROOT / "benchmarks"))
 
-from _common import completion_json, json_response, openai_client  # noqa: E402
+from _common import before_tree, completion_json, json_response, openai_client  # noqa: E402
 
 STEPS = 100
 STARTED: dict[str, float] = {}
@@ -155,7 +160,11 @@ def dbos_steps(base: str, runs: int) -> float | None:
             return sum(dbos_value(i) for i in range(n))
 
         _DBOS["workflow"] = dbos_workflow
-    config = {"name": "bench-pg", "system_database_url": fresh_database(base)}
+    config = {
+        "name": "bench-pg",
+        "system_database_url": fresh_database(base),
+        "log_level": "WARNING",
+    }
     DBOS(config=config)  # type: ignore[arg-type]
     DBOS.launch()
     try:
@@ -165,6 +174,20 @@ def dbos_steps(base: str, runs: int) -> float | None:
         return runs * STEPS / (time.perf_counter() - start)
     finally:
         DBOS.destroy()
+
+
+def child_steps(tree: Path | None, base: str, runs: int) -> float:
+    """`pyrula_steps` on PostgreSQL in a child process: with the code of another revision
+    (`tree`, from `--before`), or this one (None), so both start from the same clean state."""
+    paths = [str(tree)] if tree is not None else []
+    code = (
+        f"import sys; sys.path[:0] = {[*paths, str(ROOT / 'benchmarks')]!r}\n"
+        "import bench_postgres as b, pyrula\n"
+        f"assert pyrula.__file__.startswith({str(tree or ROOT)!r}), pyrula.__file__\n"
+        f"print(b.pyrula_steps(b.fresh_schema({base!r}), {runs}))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(done.stdout.split()[-1])
 
 
 # -- 2. runs/s with worker processes --------------------------------------------------------------
@@ -296,7 +319,13 @@ def main() -> None:
     parser.add_argument("--url", help="a PostgreSQL server (default: a throwaway pgserver)")
     parser.add_argument("--full", action="store_true", help="8 workers, 5,000 runs, once each")
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: 1,2,3,4")
+    parser.add_argument("--before", metavar="REF", help="part 1 also measures this git revision")
     opts = parser.parse_args()
+    tree = (
+        before_tree(opts.before, Path(tempfile.mkdtemp(prefix="bench-before-")))
+        if opts.before
+        else None
+    )
     base = server_url(opts.url)
     skip = set(opts.skip.split(","))
     with psycopg.connect(base) as conn:
@@ -315,10 +344,14 @@ def main() -> None:
         print("\n1. journaled steps/s of the 100-step workflow (median of rounds)")
         rates: dict[str, list[float]] = {}
         for round_ in range(opts.rounds):
-            order = ["lmdb", "postgresql", "dbos"]
-            for kind in order[round_ % 3 :] + order[: round_ % 3]:
+            order = ["lmdb", "postgresql", "dbos", *(["before"] if tree else [])]
+            for kind in order[round_ % len(order) :] + order[: round_ % len(order)]:
                 for runs in (1, 8):
-                    if kind == "dbos":
+                    if kind == "before" and tree is not None:
+                        rate = child_steps(tree, base, runs)
+                    elif kind == "postgresql" and tree is not None:
+                        rate = child_steps(None, base, runs)
+                    elif kind == "dbos":
                         rate = dbos_steps(base, runs)
                         if rate is None:
                             continue
@@ -327,7 +360,7 @@ def main() -> None:
                     rates.setdefault(f"{kind}, {runs} run(s) at once", []).append(rate)
         for runs in (1, 8):
             lmdb = statistics.median(rates[f"lmdb, {runs} run(s) at once"])
-            for kind in ("lmdb", "postgresql", "dbos"):
+            for kind in ("lmdb", "postgresql", "dbos", "before"):
                 found = rates.get(f"{kind}, {runs} run(s) at once")
                 if found:
                     rate = statistics.median(found)
@@ -342,6 +375,13 @@ def main() -> None:
                     "   pyrula on PostgreSQL / DBOS on PostgreSQL: "
                     f"{pg / statistics.median(dbos):.2f}x"
                 )
+                before = rates.get(f"before, {runs} run(s) at once")
+                if before:
+                    was = statistics.median(before) / statistics.median(dbos)
+                    print(
+                        f"   (at {opts.before}: {was:.2f}x DBOS; now / then: "
+                        f"{pg / statistics.median(before):.2f}x)"
+                    )
 
     if "2" not in skip:
         print(f"\n2. runs/s, {opts.runs} runs of a 3-step workflow, worker processes on PostgreSQL")

@@ -41,7 +41,7 @@ _executors_lock = threading.Lock()
 
 def remote(store: Store) -> bool:
     """Whether a call to `store` waits on a server (PostgreSQL), and so is taken off the loop."""
-    return store.backend != "lmdb"
+    return store.remote
 
 
 def _executor(store: Store) -> ThreadPoolExecutor:

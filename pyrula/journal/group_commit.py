@@ -2,7 +2,7 @@
 
 A fsync'd commit costs a device flush (or two) whatever it holds, so a worker running several
 runs at once pays one flush per fact in turn. `GroupCommit.write` instead queues the caller's
-write function; one committer thread runs every write queued so far in a single transaction of
+write function; a committer thread runs every write queued so far in a single transaction of
 `Store.write` and commits it, flush included, and only then releases each of those callers with
 its own result. A fact is durable before its caller continues, as with `Store.write`; what
 changes is that the callers queued together share the flush. While one group commits, the next
@@ -17,9 +17,18 @@ round trip, which the loop does not wait out); with more, the committer thread c
 the loop goes on with the other runs. Either way a caller is released only after its
 commit, and callers queued together share it.
 
+A write may carry its `scope` (the names it touches, as for `Store.write`): the group is then
+written under the union of its writes' scopes, so on PostgreSQL it excludes only writes of those
+runs, not the whole store; one write without a scope makes the whole group unscoped. A write
+may also carry a `fast` form: a function that sends its write without waiting for an answer
+(`Txn.put_fenced`) and returns how to read, afterwards, whether it took effect. The fast forms
+of a group are all sent first, so on PostgreSQL the group costs one round trip for all its
+writes plus the commit; a write whose fast form did not take effect (its guess was stale, its
+fence moved) runs its full `fn` in the same transaction.
+
 A write function that raises fails only its own caller: the transaction is abandoned (nothing of
 it is written), and the group is committed again without it. A lost connection (the store's
-`retried_errors`) fails no caller: the store retries the whole group on a fresh one. So, as with
+`retryable`) fails no caller: the store retries the whole group on a fresh one. So, as with
 `Store.write`, a write function may run more than once and must only touch the transaction.
 """
 
@@ -28,16 +37,28 @@ from __future__ import annotations
 import asyncio
 import threading
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from pyrula.journal.async_store import remote
 from pyrula.journal.store import Store, Txn
 
 T = TypeVar("T")
-_Write = Callable[[Txn], Any]
+MISSED = object()
+# A fast form: send the write, return how to learn its result afterwards (`MISSED`: run `fn`).
+Fast = Callable[[Txn], Callable[[], Any]]
+
+
+@dataclass
+class _Write:
+    """One caller's write: its function, its fast form and scope, and the future it waits on."""
+
+    fn: Callable[[Txn], Any]
+    fast: Fast | None = None
+    scope: tuple[str, ...] | None = None
+    future: asyncio.Future[Any] | None = None
 
 
 class _Failed(Exception):
@@ -62,7 +83,7 @@ class GroupCommit:
     def __init__(self, store: Store) -> None:
         self.store = store
         self._lock = threading.Lock()
-        self._pending: list[tuple[_Write, asyncio.Future[Any]]] = []
+        self._pending: list[_Write] = []
         self._committing = False
         self._runs = 0  # runs executing on this loop (`executing`)
 
@@ -76,12 +97,20 @@ class GroupCommit:
         finally:
             self._runs -= 1
 
-    async def write(self, fn: Callable[[Txn], T]) -> T:
-        """Run `fn` in the next group's transaction; return its result once that is committed."""
+    async def write(
+        self,
+        fn: Callable[[Txn], T],
+        *,
+        fast: Fast | None = None,
+        scope: Sequence[str] | None = None,
+    ) -> T:
+        """Run `fn` (or its `fast` form) in the next group's transaction, under `scope`; return
+        its result once that is committed."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
+        names = tuple(scope) if scope is not None else None
         with self._lock:
-            self._pending.append((fn, future))
+            self._pending.append(_Write(fn, fast, names, future))
             start = not self._committing
             self._committing = True
         if start:
@@ -95,22 +124,21 @@ class GroupCommit:
             if not group:
                 self._committing = False
                 return
-        writes = [f for f, _ in group]
-        if self._runs <= 1 and not remote(self.store):
+        if self._runs <= 1 and not self.store.remote:
             # A local store and nothing else of the worker on this loop: commit here.
             try:
-                results = commit_group(self.store, writes)
+                results = commit_group(self.store, group)
             except Exception as exc:
                 results = [(False, exc)] * len(group)
             self._release(loop, group, results)
             return
-        done = loop.run_in_executor(_COMMITTER, commit_group, self.store, writes)
+        done = loop.run_in_executor(_COMMITTER, commit_group, self.store, group)
         done.add_done_callback(lambda outcome: self._committed(loop, group, outcome))
 
     def _committed(
         self,
         loop: asyncio.AbstractEventLoop,
-        group: list[tuple[_Write, asyncio.Future[Any]]],
+        group: list[_Write],
         outcome: asyncio.Future[list[tuple[bool, Any]]],
     ) -> None:
         error = outcome.exception()
@@ -120,11 +148,12 @@ class GroupCommit:
     def _release(
         self,
         loop: asyncio.AbstractEventLoop,
-        group: list[tuple[_Write, asyncio.Future[Any]]],
+        group: list[_Write],
         results: list[tuple[bool, Any]],
     ) -> None:
-        for (_fn, future), (ok, value) in zip(group, results, strict=True):
-            if future.cancelled():
+        for write, (ok, value) in zip(group, results, strict=True):
+            future = write.future
+            if future is None or future.cancelled():
                 continue
             if ok:
                 future.set_result(value)
@@ -148,35 +177,57 @@ def group_commit(store: Store) -> GroupCommit:
     return group
 
 
-def commit_group(store: Store, writes: list[_Write]) -> list[tuple[bool, Any]]:
+def commit_group(
+    store: Store, writes: Sequence[_Write | Callable[[Txn], Any]]
+) -> list[tuple[bool, Any]]:
     """Run `writes` in one committed transaction of `store`: (True, result) for each that
-    returned, (False, error) for each that raised (and wrote nothing)."""
+    returned, (False, error) for each that raised (and wrote nothing). A lost connection is the
+    store's to retry (the whole group again), never one write's failure."""
+    group = [w if isinstance(w, _Write) else _Write(w) for w in writes]
     failed: dict[int, BaseException] = {}
 
-    def group(txn: Txn) -> list[Any]:
+    def run(txn: Txn) -> list[Any]:
+        # Every fast form is sent first; their answers then come back together.
+        answers = [
+            None if index in failed or write.fast is None else write.fast(txn)
+            for index, write in enumerate(group)
+        ]
         results: list[Any] = []
-        for index, fn in enumerate(writes):
+        for index, (write, answer) in enumerate(zip(group, answers, strict=True)):
             if index in failed:
                 results.append(None)
                 continue
             try:
-                results.append(fn(txn))
-            except store.retried_errors:
+                result = MISSED if answer is None else answer()
+                results.append(write.fn(txn) if result is MISSED else result)
+            except store.retryable:
                 raise  # the connection, not this write: the whole group is tried again
             except Exception as exc:
                 raise _Failed(index, exc) from exc
         return results
 
     while True:
+        live = [write for index, write in enumerate(group) if index not in failed]
         try:
-            results = store.write(group)
+            results = store.write(run, scope=_scope(live))
         except _Failed as failure:
             failed[failure.index] = failure.error
-            if len(failed) == len(writes):
-                results = [None] * len(writes)
+            if len(failed) == len(group):
+                results = [None] * len(group)
                 break
             continue
         break
     return [
         (False, failed[i]) if i in failed else (True, result) for i, result in enumerate(results)
     ]
+
+
+def _scope(writes: list[_Write]) -> list[str] | None:
+    """The group's scope: every name its writes touch, or None (the whole store) if one of them
+    did not say."""
+    names: set[str] = set()
+    for write in writes:
+        if write.scope is None:
+            return None
+        names.update(write.scope)
+    return sorted(names)

@@ -24,7 +24,14 @@ from pyrula.errors import (
 )
 from pyrula.journal.lmdb_file import LengthWatch, missing_bytes
 from pyrula.journal.store import DATABASES as _DATABASES
-from pyrula.journal.store import Location, Store, default_path, prefix_end, record_cap
+from pyrula.journal.store import (
+    Fence,
+    Location,
+    Store,
+    default_path,
+    prefix_end,
+    record_cap,
+)
 
 # The store's own format: bump on any change to how records are laid out.
 STORE_FORMAT = 1
@@ -393,6 +400,27 @@ class LmdbTxn:
 
     def wake(self) -> None:
         """Nothing: LMDB's waiters poll (a local file is cheap to look at)."""
+
+    def put_fenced(
+        self,
+        key: bytes,
+        value: bytes,
+        *,
+        db: Any,
+        after: bytes | None,
+        fence: Fence | None,
+        also: Sequence[tuple[bytes, bytes, Any]] = (),
+    ) -> Callable[[], bool]:
+        txn = self.txn
+        added = (
+            (fence is None or txn.get(fence[0], db=fence[2]) == fence[1])
+            and (after is None or txn.get(after, db=db) is not None)
+            and txn.put(key, value, db=db, overwrite=False)
+        )
+        if added:
+            for also_key, also_value, also_db in also:
+                txn.put(also_key, also_value, db=also_db)
+        return lambda: bool(added)
 
     def last(self, db: Any, prefix: bytes) -> tuple[bytes, bytes] | None:
         cursor = self.txn.cursor(db=db)

@@ -1,9 +1,11 @@
 """The PostgreSQL store: the same named tables as LMDB, on a server many hosts share.
 
-`Store("postgresql://user@host/db")` opens one. Every write transaction takes one transaction-
-scoped advisory lock first, so writers are serialised exactly as LMDB serialises them and every
-layer above (which reads, decides and writes inside one transaction) keeps its guarantees. A
-fact is committed (the server's `synchronous_commit`) before `write` returns.
+`Store("postgresql://user@host/db")` opens one. Every write transaction first takes
+transaction-scoped advisory locks (`pg_sql.begin_write`): a write scoped to named runs excludes
+the writes of those runs, an unscoped one every write, so every layer above (which reads,
+decides and writes inside one transaction) keeps LMDB's guarantees. A fact is committed (the
+server's `synchronous_commit`) before `write` returns. Fenced puts (`PgTxn.put_fenced`) are
+kept and sent as one multi-row statement when their answers are first asked for.
 
 A lost connection is retried with backoff for `PYRULA_PG_RETRY_SECONDS` (default 60). A commit
 whose outcome was lost with the connection is settled by its token: each write inserts a random
@@ -21,6 +23,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pyrula.errors import (
@@ -31,8 +34,10 @@ from pyrula.errors import (
     StoreUnavailable,
 )
 from pyrula.journal.pg_schema import MAGIC, MIGRATIONS, SCHEMA_VERSION, table
+from pyrula.journal.pg_sql import SCAN_BATCH, SQL, WRITE_LOCK, begin_write, fenced_sql
 from pyrula.journal.store import (
     DATABASES,
+    Fence,
     Location,
     Store,
     Txn,
@@ -51,9 +56,6 @@ except ImportError:  # pragma: no cover - the extra is not installed
 
 T = TypeVar("T")
 STORE_FORMAT = 1
-# One lock for the whole store (its schema): writers serialise on it as on LMDB's write lock.
-_WRITE_LOCK = "pg_advisory_xact_lock(hashtext('pyrula:' || current_schema()))"
-_SHARED_LOCK = "pg_advisory_xact_lock_shared(hashtext('pyrula:' || current_schema()))"
 _TOKEN_TTL = "1 hour"
 
 
@@ -96,6 +98,8 @@ class PostgresStore(Store):
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
+        self.retryable = (psycopg.OperationalError, psycopg.InterfaceError)
+        self.remote = True
         size = pool_size or int(os.environ.get("PYRULA_PG_POOL_SIZE", "8"))
         self.pool = ConnectionPool(
             self.url,
@@ -120,7 +124,6 @@ class PostgresStore(Store):
             raise
         for name in DATABASES:
             setattr(self, f"{name}_db", name)
-        self.retried_errors = (psycopg.OperationalError, psycopg.InterfaceError)
 
     # -- opening ---------------------------------------------------------------------------------
 
@@ -159,7 +162,7 @@ class PostgresStore(Store):
     def _migrate(self, conn: Any) -> int:
         """Apply every migration past the database's schema, in one transaction."""
         with conn.transaction():
-            conn.execute(f"SELECT {_WRITE_LOCK}")
+            conn.execute(f"SELECT {WRITE_LOCK}")
             conn.execute(MIGRATIONS[0][0])  # pyrula_meta, so the version can be read
             found = conn.execute("SELECT v FROM pyrula_meta WHERE k = 'schema'::bytea").fetchone()
             current = int(found[0]) if found else 0
@@ -221,8 +224,10 @@ class PostgresStore(Store):
                     # last write and COMMIT in another.
                     with conn.pipeline() as pipeline, conn.transaction():
                         names = sorted(set(scope)) if scope is not None else None
-                        conn.execute(_begin_write(names), (token, *(names or ())))
-                        result = fn(PgTxn(conn, pipeline))
+                        conn.execute(begin_write(names), (token, *(names or ())))
+                        txn = PgTxn(conn, pipeline)
+                        result = fn(txn)
+                        txn.flush()  # fenced puts whose answers nobody asked for
                         done = True
                     self._sweep_tokens(conn)
                     return result
@@ -300,9 +305,9 @@ class PostgresStore(Store):
         start = None if after is None or after < prefix else after + b"\x00"
         while True:
             with self.read() as txn:
-                rows = list(itertools.islice(txn.scan(db, prefix, start=start), _SCAN_BATCH))
+                rows = list(itertools.islice(txn.scan(db, prefix, start=start), SCAN_BATCH))
             yield from rows
-            if len(rows) < _SCAN_BATCH:
+            if len(rows) < SCAN_BATCH:
                 return
             start = bytes(rows[-1][0]) + b"\x00"
 
@@ -328,25 +333,24 @@ class PostgresStore(Store):
         }
 
 
-def _begin_write(scope: list[str] | None) -> str:
-    """The first statement of a write: its commit token, then its locks, in one round trip.
+@dataclass(slots=True)
+class _FencedPut:
+    """A `put_fenced` kept for the next multi-row statement, and (then) whether it was added."""
 
-    Unscoped: the store's lock, exclusive. Scoped: that lock shared, then one exclusive lock
-    per name, in sorted order (so two writers never wait on each other in a cycle)."""
-    token = "WITH token AS (INSERT INTO pyrula_commits (token) VALUES (%b)) "
-    if scope is None:
-        return f"{token}SELECT {_WRITE_LOCK}"
-    each = (
-        "pg_advisory_xact_lock(hashtextextended('pyrula:' || current_schema() || ':' || %s, 0))"
-    )
-    return f"{token}SELECT {_SHARED_LOCK}, " + ", ".join(each for _ in scope)
+    key: bytes
+    value: bytes
+    db: str
+    after: bytes | None
+    fence: Fence | None
+    also: tuple[tuple[bytes, bytes, Any], ...]
+    added: bool = False
 
 
 class PgTxn:
     """One transaction on a PostgreSQL store, behind the store's `Txn` interface: a pipelined
     write transaction, or (with `store`) autocommit reads retried on a lost connection."""
 
-    __slots__ = ("conn", "cur", "pipeline", "store", "woken")
+    __slots__ = ("conn", "cur", "fenced", "pipeline", "store", "woken")
 
     def __init__(self, conn: Any, pipeline: Any, *, store: PostgresStore | None = None) -> None:
         self.conn = conn
@@ -354,11 +358,13 @@ class PgTxn:
         self.pipeline = pipeline
         self.store = store
         self.woken = False
+        self.fenced: list[_FencedPut] = []
 
     def _query(self, sql: str, params: tuple[Any, ...]) -> Any:
         """Execute one statement; in a read, retry it on a fresh connection if this one is
         lost (an autocommit read is safe to repeat)."""
         if self.store is None:
+            self.flush()
             return self.cur.execute(sql, params)
         deadline = time.monotonic() + retry_seconds()
         delay = 0.05
@@ -371,31 +377,82 @@ class PgTxn:
                 delay = min(delay * 2, 2.0)
 
     def wake(self) -> None:
+        self.flush()
         if not self.woken:
             self.woken = True
             self.cur.execute(f"NOTIFY {CHANNEL}")
 
+    def put_fenced(
+        self,
+        key: bytes,
+        value: bytes,
+        *,
+        db: str,
+        after: bytes | None,
+        fence: Fence | None,
+        also: Sequence[tuple[bytes, bytes, Any]] = (),
+    ) -> Callable[[], bool]:
+        """Kept until an answer or another statement is asked for: then every fenced put kept
+        goes out as one multi-row statement (per table and fence), in one round trip."""
+        put = _FencedPut(key, value, db, after, fence, tuple(also))
+        self.fenced.append(put)
+
+        def added() -> bool:
+            self.flush()
+            return put.added
+
+        return added
+
+    def flush(self) -> None:
+        """Send the fenced puts kept so far and learn which were added."""
+        if not self.fenced:
+            return
+        puts, self.fenced = self.fenced, []
+        kinds: dict[tuple[str, str | None, tuple[str, ...]], list[_FencedPut]] = {}
+        for put in puts:
+            kind = (put.db, put.fence[2] if put.fence else None, tuple(d for *_, d in put.also))
+            kinds.setdefault(kind, []).append(put)
+        for (db, fence_db, also_dbs), group in kinds.items():
+            unique = {put.key: put for put in reversed(group)}  # a repeated key: the first only
+            rows = list(reversed(unique.values()))
+            columns: list[list[bytes | None]] = [
+                [put.key for put in rows],
+                [put.value for put in rows],
+                [put.after for put in rows],
+            ]
+            if fence_db is not None:
+                fences = [put.fence for put in rows if put.fence is not None]
+                columns += [[f[0] for f in fences], [f[1] for f in fences]]
+            for n in range(len(also_dbs)):
+                columns += [[put.also[n][0] for put in rows], [put.also[n][1] for put in rows]]
+            sql = fenced_sql(db, fence_db, also_dbs)
+            added = {bytes(row[0]) for row in self.cur.execute(sql, columns).fetchall()}
+            for put in rows:
+                put.added = put.key in added
+
     def get(self, key: bytes, default: None = None, *, db: str) -> bytes | None:
-        row = self._query(_SQL[db]["get"], (key,)).fetchone()
+        row = self._query(SQL[db]["get"], (key,)).fetchone()
         return row[0] if row is not None else default
 
     def get_many(self, keys: list[bytes], *, db: str) -> dict[bytes, bytes]:
         if not keys:
             return {}
-        rows = self._query(_SQL[db]["get_many"], (keys,)).fetchall()
+        rows = self._query(SQL[db]["get_many"], (keys,)).fetchall()
         return {bytes(key): bytes(value) for key, value in rows}
 
     def put(self, key: bytes, value: bytes, *, db: str, overwrite: bool = True) -> bool:
         """Write `value` under `key`; True if written. An overwriting put is left in the
         pipeline (it always writes); `overwrite=False` waits to learn whether the key was new."""
+        self.flush()
         if overwrite:
-            self.cur.execute(_SQL[db]["put"], (key, value))
+            self.cur.execute(SQL[db]["put"], (key, value))
             return True
-        self.cur.execute(_SQL[db]["add"], (key, value))
+        self.cur.execute(SQL[db]["add"], (key, value))
         return self._rowcount() > 0
 
     def delete(self, key: bytes, *, db: str) -> bool:
-        self.cur.execute(_SQL[db]["delete"], (key,))
+        self.flush()
+        self.cur.execute(SQL[db]["delete"], (key,))
         return self._rowcount() > 0
 
     def _rowcount(self) -> int:
@@ -406,50 +463,28 @@ class PgTxn:
     def scan(
         self, db: str, prefix: bytes = b"", *, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:
-        # Read in batches of `_SCAN_BATCH` keys, so a caller that stops early (a page of the
+        # Read in batches of `SCAN_BATCH` keys, so a caller that stops early (a page of the
         # UI, the first match) never pulls the whole table over the connection.
         low = max(prefix, start or b"")
         end = prefix_end(prefix)
         while True:
             if end:
-                rows = self._query(_SQL[db]["range"], (low, end)).fetchall()
+                rows = self._query(SQL[db]["range"], (low, end)).fetchall()
             else:
-                rows = self._query(_SQL[db]["from"], (low,)).fetchall()
+                rows = self._query(SQL[db]["from"], (low,)).fetchall()
             yield from rows
-            if len(rows) < _SCAN_BATCH:
+            if len(rows) < SCAN_BATCH:
                 return
             low = bytes(rows[-1][0]) + b"\x00"
 
     def last(self, db: str, prefix: bytes) -> tuple[bytes, bytes] | None:
         end = prefix_end(prefix)
         if end:
-            row = self._query(_SQL[db]["last_below"], (prefix, end)).fetchone()
+            row = self._query(SQL[db]["last_below"], (prefix, end)).fetchone()
         else:
-            row = self._query(_SQL[db]["last"], (prefix,)).fetchone()
+            row = self._query(SQL[db]["last"], (prefix,)).fetchone()
         return (row[0], row[1]) if row is not None else None
 
     def count(self, db: str) -> int:
         row = self._query(f"SELECT count(*) FROM {table(db)}", ()).fetchone()
         return int(row[0]) if row else 0
-
-
-_SCAN_BATCH = 1000
-
-
-def _statements(name: str) -> dict[str, str]:
-    t = table(name)
-    return {
-        "get": f"SELECT v FROM {t} WHERE k = %b",
-        "get_many": f"SELECT k, v FROM {t} WHERE k = ANY(%b)",
-        "put": f"INSERT INTO {t} (k, v) VALUES (%b, %b) "
-        "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
-        "add": f"INSERT INTO {t} (k, v) VALUES (%b, %b) ON CONFLICT (k) DO NOTHING",
-        "delete": f"DELETE FROM {t} WHERE k = %b",
-        "range": f"SELECT k, v FROM {t} WHERE k >= %b AND k < %b ORDER BY k LIMIT {_SCAN_BATCH}",
-        "from": f"SELECT k, v FROM {t} WHERE k >= %b ORDER BY k LIMIT {_SCAN_BATCH}",
-        "last_below": f"SELECT k, v FROM {t} WHERE k >= %b AND k < %b ORDER BY k DESC LIMIT 1",
-        "last": f"SELECT k, v FROM {t} WHERE k >= %b ORDER BY k DESC LIMIT 1",
-    }
-
-
-_SQL = {name: _statements(name) for name in DATABASES}

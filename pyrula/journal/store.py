@@ -36,6 +36,8 @@ DATABASES = (
 _URL_SCHEMES = ("postgresql://", "postgres://")
 
 T = TypeVar("T")
+# A row that must hold a value for a fenced put to happen: (key, value, db).
+Fence = tuple[bytes, bytes, Any]
 
 
 class Txn(Protocol):
@@ -67,6 +69,23 @@ class Txn(Protocol):
     def wake(self) -> None:
         """Wake whoever waits on this store once the transaction commits (PostgreSQL's
         `NOTIFY`; nothing on LMDB, whose waiters poll)."""
+        ...
+
+    def put_fenced(
+        self,
+        key: bytes,
+        value: bytes,
+        *,
+        db: Any,
+        after: bytes | None,
+        fence: Fence | None,
+        also: Sequence[tuple[bytes, bytes, Any]] = (),
+    ) -> Callable[[], bool]:
+        """Add `key` to `db` only if it is new, `after` is a key of `db` (when given) and the
+        `fence` row holds its value (when given); if added, also put each (key, value, db) of
+        `also`. Returns a function that tells whether it was added: on PostgreSQL the whole
+        test is one statement, sent without waiting, so the puts of a group share one round
+        trip and the first answer asked for fetches them all."""
         ...
 
 
@@ -118,10 +137,10 @@ class Store:
     frames_db: Any
     blobs_db: Any
     meta_db: Any
-    # What a write function may meet when the connection under its transaction is lost; `write`
-    # retries the whole transaction on those, so a caller running several functions in one
-    # transaction (group commit) lets them through rather than failing the function.
-    retried_errors: tuple[type[BaseException], ...] = ()
+    # What `write` itself retries (a lost connection): a write function lets these through.
+    retryable: tuple[type[BaseException], ...] = ()
+    # Whether a read is a round trip to a server (PostgreSQL) rather than a local lookup (LMDB).
+    remote = False
 
     def __new__(cls, location: Location | None = None, **options: Any) -> Store:
         if cls is not Store:

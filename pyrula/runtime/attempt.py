@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from pyrula.errors import DurableInvocationCancelled, UnjournaledSurface
-from pyrula.journal.async_store import acall
 from pyrula.journal.group_commit import group_commit
 from pyrula.runtime.calls import current_run
+from pyrula.runtime.grouped_append import append_grouped
 from pyrula.runtime.limits import AgentLimits, Budget
 from pyrula.runtime.positions import Positions
 from pyrula.runtime.runstore import Event, Lease, RunRecord, RunStore
@@ -69,12 +69,14 @@ class Attempt:
         self.facts: dict[str, Event] = {}
         self.open_children: dict[str, str] = {}
         self.by_type: dict[str, list[Event]] = defaultdict(list)
+        self.last_seq = 0  # of the events this attempt has read or written
         for event in journal.events(run.id):
             self._learn(event)
         self.session = RunSession(self)
 
     def _learn(self, event: Event) -> None:
         self.by_type[event.type].append(event)
+        self.last_seq = max(self.last_seq, event.seq)
         position = event.payload.get("position")
         if isinstance(position, str):
             self.facts[position] = event
@@ -114,8 +116,14 @@ class Attempt:
     ) -> Event:
         """`write` from the run's event loop, group-committed with the facts the worker's other
         runs journal meanwhile (one flush for all); returns once the fact is committed."""
-        event = await self.journal.append_grouped(
-            self.run.id, self.lease, kind, payload, withheld=withheld
+        event = await append_grouped(
+            self.journal,
+            self.run.id,
+            self.lease,
+            kind,
+            payload,
+            next_seq=self.last_seq + 1,
+            withheld=withheld,
         )
         self.remember([event])
         return event
@@ -135,8 +143,12 @@ class Attempt:
             raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
 
     async def acheck_cancel(self) -> None:
-        """`check_cancel` from the run's event loop: the store's read does not block it."""
-        await acall(self.journal.store, self.check_cancel)
+        """`check_cancel` from the run's event loop, which it leaves free meanwhile: on
+        PostgreSQL the checks of the worker's runs share one round trip (`journal.group_read`)."""
+        if self.draining:
+            raise HandedOff(f"run {self.run.id}: its worker is draining; handed to the next one")
+        if await self.journal.acancel_requested(self.run.id):
+            raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
 
     def refuse_loop_thread(self) -> None:
         """A sync model call must not run on the run's own loop thread: it would block the run,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from pyrula.errors import IdempotencyConflict, RunAttemptEnded, RunExists, RunNotFound
-from pyrula.journal.group_commit import group_commit
+from pyrula.journal.group_read import group_read
 from pyrula.journal.store import Store, Txn
 from pyrula.runtime.leases import HOST, lease_key, lease_value
 from pyrula.runtime.leases import lease_is_live as lease_is_live  # re-exported
@@ -41,6 +41,10 @@ from pyrula.runtime.withheld import WithheldValues
 
 _SEQ = struct.Struct(">Q")
 
+
+def event_key(run_id: str, seq: int) -> bytes:
+    """Where a run's event `seq` is kept: the run's events sort together, in order."""
+    return run_id.encode() + b"\x00" + _SEQ.pack(seq)
 
 
 def _cancel_key(run_id: str) -> bytes:
@@ -327,6 +331,10 @@ class RunStore(RunPurging, WithheldValues):
         with self.store.read() as txn:
             return txn.get(_cancel_key(run_id), db=self._flags) is not None
 
+    async def acancel_requested(self, run_id: str) -> bool:
+        """`cancel_requested` from the event loop: the worker's runs share one read."""
+        return await group_read(self.store).get(_cancel_key(run_id), db=self._flags) is not None
+
     # -- journaling -----------------------------------------------------------------------------
 
     def append(
@@ -340,23 +348,10 @@ class RunStore(RunPurging, WithheldValues):
     ) -> Event:
         """Append one event (fenced by `lease` when given) and commit it; `withheld` is kept
         apart, under the event's position, in the same commit (see `withheld`)."""
-        fenced = self._fenced(run_id, lease, kind, payload, withheld)
+        fenced = self.fenced_append(run_id, lease, kind, payload, withheld)
         return self.store.write(fenced, scope=(run_id,))
 
-    async def append_grouped(
-        self,
-        run_id: str,
-        lease: Lease | None,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        withheld: dict[str, Any] | None = None,
-    ) -> Event:
-        """`append`, group-committed (`journal.group_commit`)."""
-        fenced = self._fenced(run_id, lease, kind, payload, withheld)
-        return await group_commit(self.store).write(fenced)
-
-    def _fenced(
+    def fenced_append(
         self,
         run_id: str,
         lease: Lease | None,
@@ -364,12 +359,15 @@ class RunStore(RunPurging, WithheldValues):
         payload: dict[str, Any],
         withheld: dict[str, Any] | None,
     ) -> Callable[[Txn], Event]:
+        """`append` as a write function, for `Store.write` or a group commit."""
+
         def write(txn: Txn) -> Event:
             if lease is not None:
                 self.check_lease(txn, run_id, lease)
             if withheld is not None:
                 self._put_withheld(txn, run_id, str(payload["position"]), withheld)
             return self.append_in(txn, run_id, kind, payload)
+
         return write
 
     def append_in(self, txn: Txn, run_id: str, kind: str, payload: dict[str, Any]) -> Event:
@@ -390,8 +388,7 @@ class RunStore(RunPurging, WithheldValues):
         at: float,
     ) -> Event:
         event = Event(seq, kind, at, payload)
-        key = run_id.encode() + b"\x00" + _SEQ.pack(seq)
-        txn.put(key, dump_json(event.to_json()), db=self._events)
+        txn.put(event_key(run_id, seq), dump_json(event.to_json()), db=self._events)
         return event
 
     def finish(

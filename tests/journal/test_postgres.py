@@ -3,6 +3,7 @@ survive a server restart exactly once."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import psycopg
@@ -10,10 +11,11 @@ import pytest
 
 from pyrula.errors import StoreFormatError, StoreNotFound
 from pyrula.journal import Store
-from pyrula.journal.group_commit import commit_group
+from pyrula.journal.group_commit import commit_group, group_commit
 from pyrula.journal.pg_schema import SCHEMA_VERSION
 from pyrula.journal.store import display
 from pyrula.runtime import RunStore
+from pyrula.runtime.grouped_append import append_grouped
 from tests.fakes.postgres import fresh_url, restart, server
 
 
@@ -145,3 +147,70 @@ def test_a_grouped_write_whose_connection_is_lost_is_retried_not_failed():
     assert len(tries) == 2 and tries[0] != tries[1]
     assert store.get(flags, b"step") == b"done"
     store.close()
+
+
+def test_a_grouped_write_does_not_wait_for_an_open_write_of_another_scope():
+    with Store(fresh_url()) as store:
+        inside, release = threading.Event(), threading.Event()
+
+        def hold(txn: object) -> None:  # a long write of run a, its transaction left open
+            inside.set()
+            release.wait(120)
+
+        def put(txn):
+            txn.put(b"b", b"written", db="flags")
+            return b"b"
+
+        holder = threading.Thread(target=store.write, args=(hold,), kwargs={"scope": ("a",)})
+        holder.start()
+        try:
+            assert inside.wait(60)
+
+            # Committed while run a's write is still open (before: the whole store's lock).
+            async def grouped() -> bytes:
+                return await asyncio.wait_for(group_commit(store).write(put, scope=("b",)), 60)
+
+            assert asyncio.run(grouped()) == b"b"
+            assert not release.is_set()
+            assert store.get("flags", b"b") == b"written"
+        finally:
+            release.set()
+            holder.join(60)
+
+
+def test_grouped_facts_of_many_runs_across_a_server_crash_are_kept_exactly_once(monkeypatch):
+    monkeypatch.setenv("PYRULA_PG_RETRY_SECONDS", "60")
+    url = fresh_url(str(server("restart").get_uri()))
+    store = Store(url)
+    runs = RunStore(store)
+    ids = [runs.submit("crash", {})[0].id for _ in range(4)]
+    acknowledged: dict[str, list[int]] = {run_id: [] for run_id in ids}
+    halfway = threading.Event()
+
+    async def journal(run_id: str) -> None:
+        seq = len(runs.events(run_id))
+        for index in range(100):
+            event = await append_grouped(
+                runs, run_id, None, "step:done", {"index": index}, next_seq=seq + 1
+            )
+            seq = event.seq
+            acknowledged[run_id].append(seq)
+            if index == 30:
+                halfway.set()
+
+    async def main() -> None:
+        await asyncio.gather(*(journal(run_id) for run_id in ids))
+
+    writer = threading.Thread(target=asyncio.run, args=(main(),))
+    writer.start()
+    halfway.wait(60)
+    restart("restart")
+    writer.join(120)
+    store.close()
+
+    with Store(url) as reopened:
+        for run_id in ids:
+            events = RunStore(reopened).events(run_id)
+            done = [event for event in events if event.type == "step:done"]
+            assert [event.payload["index"] for event in done] == list(range(100))
+            assert [event.seq for event in done] == acknowledged[run_id]
