@@ -74,7 +74,7 @@ HAVE_ANTHROPIC = importlib.util.find_spec("anthropic") is not None  # else its r
 
 # An app of one workflow that uses openai only. The body reports when it began: the wall clock,
 # and the process's CPU time, to the file BENCH_FIRST_RUN names; then the callgrind mark.
-APP = '''\
+APP = """\
 import os
 import time
 
@@ -89,7 +89,7 @@ async def bench(ctx):
         with open(report, "w") as out:
             out.write(f"{time.time()} {time.process_time()}")
     os.getppid()
-'''
+"""
 
 
 class Children:
@@ -121,18 +121,28 @@ class Children:
         self.serial += 1
         store = self.folder / f"store{self.serial}"
         code = (
-            "from pyrula.runtime import submit; "
-            f"submit('bench', store={str(store)!r})"
+            f"from pyrula.runtime import submit; submit('bench', store={str(store)!r})"
             if queued
             else f"from pyrula.journal import Store; Store({str(store)!r}, create=True).close()"
         )
-        subprocess.run([sys.executable, "-c", code], check=True, env=self.env(tree),
-                       cwd=self.app_dir)
+        subprocess.run(
+            [sys.executable, "-c", code], check=True, env=self.env(tree), cwd=self.app_dir
+        )
         return store
 
     def worker_argv(self, store: Path) -> list[str]:
-        return [sys.executable, "-m", "pyrula.cli.app", "worker", "--import", "bench_app",
-                "--store", str(store), "--until-idle", "--quiet"]
+        return [
+            sys.executable,
+            "-m",
+            "pyrula.cli.app",
+            "worker",
+            "--import",
+            "bench_app",
+            "--store",
+            str(store),
+            "--until-idle",
+            "--quiet",
+        ]
 
 
 def _run(argv: list[str], *, env: dict[str, str], cwd: Path) -> tuple[float, float]:
@@ -153,8 +163,9 @@ def _worker_first_run(children: Children, tree: Path | None) -> tuple[float, flo
     report = children.folder / f"first-run{children.serial}"
     env = children.env(tree, BENCH_FIRST_RUN=str(report))
     started = time.time()
-    subprocess.run(children.worker_argv(store), check=True, env=env, cwd=children.app_dir,
-                   capture_output=True)
+    subprocess.run(
+        children.worker_argv(store), check=True, env=env, cwd=children.app_dir, capture_output=True
+    )
     at, cpu = (float(x) for x in report.read_text().split())
     return at - started, cpu
 
@@ -183,10 +194,16 @@ def _foreign(children: Children, tree: Path | None) -> list[str]:
 def _instructions(argv: list[str], env: dict[str, str], cwd: Path, out: Path) -> int:
     """Instructions from exec to the first `os.getppid()`, counted by callgrind."""
     out.mkdir()
-    command = ["valgrind", "--tool=callgrind", "--dump-before=getppid",
-               f"--callgrind-out-file={out}/cg.out", *argv]
-    done = subprocess.run(command, env={**env, "PYTHONHASHSEED": "0"}, cwd=cwd,
-                          capture_output=True, text=True)
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--dump-before=getppid",
+        f"--callgrind-out-file={out}/cg.out",
+        *argv,
+    ]
+    done = subprocess.run(
+        command, env={**env, "PYTHONHASHSEED": "0"}, cwd=cwd, capture_output=True, text=True
+    )
     if done.returncode != 0:
         raise SystemExit(f"callgrind child failed ({done.returncode}):\n{done.stderr[-4000:]}")
     first = out / "cg.out.1"
@@ -275,20 +292,29 @@ def main() -> None:
     openai_wall, openai_cpu = best[("sdk", "import openai (baseline)")]
     anthropic_wall, anthropic_cpu = best.get(("sdk", "import anthropic"), (0.0, 0.0))
     bytecode = "with the installation's bytecode only" if options.as_installed else "from .pyc"
-    print(f"best of {options.rounds} fresh interpreters (Python {sys.version.split()[0]}, "
-          f"{_versions()}; modules {bytecode}; load {load_at_start:.1f} at start, "
-          f"{load_at_end:.1f} at end)")
+    print(
+        f"best of {options.rounds} fresh interpreters (Python {sys.version.split()[0]}, "
+        f"{_versions()}; modules {bytecode}; load {load_at_start:.1f} at start, "
+        f"{load_at_end:.1f} at end)"
+    )
     print(f"{'case':46} {'code':>6} {'wall s':>7} {'cpu s':>6} {'x SDK (cpu)':>11}")
     for (label, case), (wall, cpu) in best.items():
         sdk_cpu = anthropic_cpu if "anthropic" in case else openai_cpu
         ratio = "" if label == "sdk" else f"{cpu / sdk_cpu:.2f}"
         print(f"{case:46} {label:>6} {wall:7.3f} {cpu:6.3f} {ratio:>11}")
-    print(f"import openai alone: {openai_wall:.3f} s wall, {openai_cpu:.3f} s cpu"
-          + (f"; import anthropic alone: {anthropic_wall:.3f} s wall, {anthropic_cpu:.3f} s cpu"
-             if HAVE_ANTHROPIC else " (anthropic is not installed: its rows are skipped)"))
+    print(
+        f"import openai alone: {openai_wall:.3f} s wall, {openai_cpu:.3f} s cpu"
+        + (
+            f"; import anthropic alone: {anthropic_wall:.3f} s wall, {anthropic_cpu:.3f} s cpu"
+            if HAVE_ANTHROPIC
+            else " (anthropic is not installed: its rows are skipped)"
+        )
+    )
     for label, found in foreign.items():
-        print(f"other SDKs loaded by `import pyrula.agents.compat.openai` ({label}): "
-              f"{', '.join(found) or 'none'}")
+        print(
+            f"other SDKs loaded by `import pyrula.agents.compat.openai` ({label}): "
+            f"{', '.join(found) or 'none'}"
+        )
     if counts:
         base = counts[("sdk", "import openai (baseline)")]
         print("\ninstructions from exec to the mark (callgrind; one child each, same run)")
