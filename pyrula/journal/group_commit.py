@@ -128,7 +128,7 @@ class GroupCommit:
             # A local store and nothing else of the worker on this loop: commit here.
             try:
                 results = commit_group(self.store, group)
-            except Exception as exc:
+            except BaseException as exc:  # as the committer thread's future would carry it
                 results = [(False, exc)] * len(group)
             self._release(loop, group, results)
             return
@@ -202,7 +202,9 @@ def commit_group(
                 results.append(write.fn(txn) if result is MISSED else result)
             except store.retryable:
                 raise  # the connection, not this write: the whole group is tried again
-            except Exception as exc:
+            except (KeyboardInterrupt, SystemExit):
+                raise
+            except BaseException as exc:  # a refusal (a lost lease) is this write's too
                 raise _Failed(index, exc) from exc
         return results
 

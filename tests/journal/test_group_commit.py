@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from contextlib import ExitStack
 from pathlib import Path
 
 import lmdb
 import pytest
 
+from pyrula.errors import RunAttemptEnded
 from pyrula.journal import Store
 from pyrula.journal.group_commit import group_commit
 
@@ -53,25 +55,37 @@ def test_concurrent_writers_share_commits_and_see_their_own_write_committed(
     store.close()
 
 
-def test_a_failing_write_fails_only_its_own_caller_and_writes_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("error", [ValueError("refused"), RunAttemptEnded("lease lost")])
+@pytest.mark.parametrize("runs", [1, 2])
+def test_a_failing_write_fails_only_its_own_caller_and_writes_nothing(
+    tmp_path: Path, error: BaseException, runs: int
+) -> None:
+    # A lost lease (`RunAttemptEnded`, a BaseException) is one run's refusal: before, it failed
+    # every caller of its group, and with one run on the loop it left them waiting for ever.
     store = Store(tmp_path / "store")
 
     def half_then_fail(txn: lmdb.Transaction) -> None:
         txn.put(b"half", b"written", db=None)
-        raise ValueError("refused")
+        raise error
 
     async def main() -> list[object]:
         group = group_commit(store)
-        return await asyncio.gather(
-            group.write(_put(b"a", b"1")),
-            group.write(half_then_fail),
-            group.write(_put(b"b", b"2")),
-            return_exceptions=True,
-        )
+        with ExitStack() as executing:
+            for _ in range(runs):
+                executing.enter_context(group.executing())
+            return await asyncio.wait_for(
+                asyncio.gather(
+                    group.write(_put(b"a", b"1")),
+                    group.write(half_then_fail),
+                    group.write(_put(b"b", b"2")),
+                    return_exceptions=True,
+                ),
+                30,
+            )
 
     a, failed, b = asyncio.run(main())
     assert (a, b) == (b"a", b"b")
-    assert isinstance(failed, ValueError) and str(failed) == "refused"
+    assert failed is error
     assert _committed(store, b"a") == b"1" and _committed(store, b"b") == b"2"
     assert _committed(store, b"half") is None
     store.close()
