@@ -19,7 +19,7 @@ from pyrula.fingerprints import Canonical, RequestParts
 
 from pyrula.errors import PyrulaError, ReplayMiss
 from pyrula.journal.store import shown
-from pyrula.transport.core import Live, Replay
+from pyrula.transport.core import Live, Replay, header_bytes
 
 from . import answers, headers
 from .answers import Answer
@@ -211,7 +211,7 @@ class Handler:
 
     async def _replay(self, conn: ServerConnection, plan: Replay, close: bool) -> None:
         # The proxy frames the body itself (a length, or chunks): a recorded length is dropped.
-        head = [(k, v) for k, v in headers.encode(plan.headers) if k.lower() != b"content-length"]
+        head = [(k, v) for k, v in header_bytes(plan.headers) if k.lower() != b"content-length"]
         frames: Iterator[bytes] = iter(plan.frames)
         content_type = headers.first([(k.lower(), v) for k, v in head], b"content-type") or b""
         if b"event-stream" not in content_type:

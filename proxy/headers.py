@@ -105,10 +105,6 @@ def text(value: bytes) -> str:
         return value.decode("latin-1")
 
 
-def encode(headers: Iterable[tuple[str, str]]) -> RawHeaders:
-    return [(name.encode("latin-1"), value.encode("utf-8")) for name, value in headers]
-
-
 def first(headers: RawHeaders, name: bytes) -> bytes | None:
     for key, value in headers:
         if key == name:

@@ -23,6 +23,7 @@ from pyrula.transport.core import (
     Session,
     aplan_request,
     current_session,
+    header_bytes,
     offload_of,
     plan_request,
 )
@@ -132,13 +133,22 @@ class _Adapter:
 
     def _replayed(self, plan: Replay, request: Any, *, sync: bool) -> Any:
         stream = (self._sync_frames if sync else self._async_frames)(plan.frames)
-        return self._lib.Response(
-            plan.status,
-            headers=plan.headers,
-            stream=stream,
-            request=request,
-            extensions=_REPLAY_EXTENSIONS,
-        )
+        try:
+            return self._lib.Response(
+                plan.status,
+                headers=plan.headers,
+                stream=stream,
+                request=request,
+                extensions=_REPLAY_EXTENSIONS,
+            )
+        except UnicodeEncodeError:  # a value that is not ASCII: the HTTP stack takes bytes
+            return self._lib.Response(
+                plan.status,
+                headers=header_bytes(plan.headers),
+                stream=stream,
+                request=request,
+                extensions=_REPLAY_EXTENSIONS,
+            )
 
     def _teed(
         self, response: Any, plan: Live, canonical: Canonical, started: float, *, sync: bool
@@ -154,14 +164,16 @@ class _Adapter:
             tee = self._sync_tee(response.stream, recording)
         else:
             tee = self._async_tee(response.stream, recording, offload)
+        # The SDK gets the headers as they came (bytes: a value need not be ASCII).
+        raw = list(response.headers.raw)
         if recording.decodes:
             # The tee hands the SDK the body decoded, as a replay does (it is stored decoded):
             # the SDK sees the same headers live and replayed, without the transfer's coding
             # and length (google-genai exposes them in `sdk_http_response.headers`).
-            headers = [(k, v) for k, v in headers if k.lower() not in _CODING_HEADERS]
+            raw = [(k, v) for k, v in raw if k.decode("latin-1").lower() not in _CODING_HEADERS]
         return self._lib.Response(
             response.status_code,
-            headers=headers,
+            headers=raw,
             stream=tee,
             request=response.request if _has_request(response) else None,
             extensions=response.extensions,

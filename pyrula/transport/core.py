@@ -37,6 +37,12 @@ class Replay(NamedTuple):
     frame_ms: list[float] | None = None
 
 
+def header_bytes(headers: list[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    """Recorded headers as the bytes to send, a value that is not ASCII in UTF-8: the HTTP stack
+    decodes it back to the text read live (decoded from UTF-8, or Latin-1 when it was not)."""
+    return [(name.encode("latin-1"), value.encode("utf-8")) for name, value in headers]
+
+
 class Sink(Protocol):
     """Where a live reply goes as the tee sees it begin and end.
 

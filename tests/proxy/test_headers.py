@@ -11,11 +11,12 @@ from pyrula.proxy.headers import (
     TOKEN_HEADER,
     client_reply,
     decodable_encodings,
-    encode,
     first,
     joined,
     upstream_request,
 )
+
+from pyrula.transport.core import header_bytes
 
 CREDENTIALS = [
     (b"authorization", b"Bearer sk-live"),
@@ -127,8 +128,8 @@ def test_joined_is_what_fingerprints_read():
     assert joined(raw) == {"accept": "a, b", "x-name": "é", "x-raw": "é"}
 
 
-def test_first_matches_the_exact_name_and_encode_writes_raw_pairs():
-    raw = encode([("x-pyrula-cassette", "ns-1"), ("x-pyrula-cassette", "ns-2"), ("x-a", "ü")])
+def test_first_matches_the_exact_name_and_header_bytes_writes_raw_pairs():
+    raw = header_bytes([("x-pyrula-cassette", "ns-1"), ("x-pyrula-cassette", "ns-2"), ("x-a", "ü")])
     assert raw[2] == (b"x-a", "ü".encode())
     assert first(raw, CASSETTE_HEADER) == b"ns-1"
     assert first(raw, TOKEN_HEADER) is None

@@ -11,7 +11,7 @@ import pytest
 
 import pyrula
 from pyrula.journal import Exchanges, Store
-from tests.fakes.openai_api import chat_chunks, openai_client
+from tests.fakes.openai_api import chat_chunks, chat_json, openai_client
 from tests.fakes.provider import OPENAI_LIB, TEST_KEY, Upstream, ask
 
 
@@ -56,3 +56,24 @@ def test_a_compressed_stream_is_recorded_decoded_scrubbed_and_replays(store_path
         stored = exchanges.body(*found)
     assert "content-encoding" not in {k.lower() for k, _ in record.headers}
     assert stored.startswith(b"data: ") and TEST_KEY.encode() not in stored
+
+
+@pytest.mark.parametrize("value", ["café ☕".encode(), "Zürich".encode("latin-1")])
+def test_a_reply_header_that_is_not_ascii_is_recorded_and_replayed(store_path, value):
+    # Providers and proxies in front of them may send a header value in UTF-8 (or Latin-1):
+    # the SDK must read the same value live and replayed, and recording must not fail on it.
+    headers = {"content-type": "application/json", "x-note": value}
+    upstream = Upstream(OPENAI_LIB, lambda request: (200, headers, [chat_json("hi")]))
+    client = openai_client(upstream, api_key=TEST_KEY, max_retries=0)
+
+    def read() -> tuple[str, str | None]:
+        raw = client.chat.completions.with_raw_response.create(model="m", messages=ask("s"))
+        return raw.parse().choices[0].message.content, raw.headers.get("x-note")
+
+    with pyrula.cassette("header", store=store_path):
+        live = read()
+    with pyrula.cassette("header", "none", store=store_path):
+        replayed = read()
+    assert live[0] == "hi" and live[1] is not None and live[1] != ""
+    assert replayed == live
+    assert len(upstream.calls) == 1
