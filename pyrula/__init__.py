@@ -6,11 +6,11 @@ for the HTTP stacks it never touches.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 # Eager: the function `cassette` must win over the submodule of the same name.
 from pyrula.cassette import Cassette, VerifyMismatch, cassette
+from pyrula.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pyrula.errors import (
@@ -83,14 +83,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pyrula' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_WHERE])
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

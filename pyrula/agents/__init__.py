@@ -6,8 +6,7 @@ program that imports only a drop-in (`pyrula.agents.compat.openai`) does not pay
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyrula.errors import (
     BudgetExceeded,
@@ -17,6 +16,7 @@ from pyrula.errors import (
     ToolRefused,
     UnjournaledSurface,
 )
+from pyrula.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pyrula.agents.llm import AnthropicLLM, BedrockLLM, GeminiLLM, OpenAILLM
@@ -42,13 +42,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pyrula.agents' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY)
 
 
 __all__ = [

@@ -6,8 +6,9 @@ The adapters load on first use: the runtime needs the core and the framing, not 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from pyrula.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from pyrula.transport.botocore import BotocoreHook, journal_botocore
@@ -33,8 +34,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pyrula.transport' has no attribute {name!r}")
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

@@ -8,13 +8,13 @@ here are looked up there), so a program imports only the stack its SDK uses.
 
 from __future__ import annotations
 
-import importlib
 import time
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from pyrula.fingerprints import Canonical
+from pyrula.lazy import lazy_exports
 from pyrula.transport.core import (
     Live,
     Offload,
@@ -257,11 +257,7 @@ _MODULE_OF = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _MODULE_OF.get(name)
-    if module is not None:
-        return getattr(importlib.import_module(module), name)
-    raise AttributeError(f"module 'pyrula.transport.adapters' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _MODULE_OF)
 
 
 __all__ = [
