@@ -51,7 +51,10 @@ class Attempt:
         *,
         limits: AgentLimits | None = None,
         is_agent: bool = False,
+        events: Iterable[Event] | None = None,
     ) -> None:
+        """`events`: the run's events so far, when the caller has read them (the worker does,
+        off the event loop); else they are read here."""
         self.journal = journal
         self.run = run
         # Set by a draining worker: the next boundary hands the run to another worker.
@@ -70,7 +73,7 @@ class Attempt:
         self.open_children: dict[str, str] = {}
         self.by_type: dict[str, list[Event]] = defaultdict(list)
         self.last_seq = 0  # of the events this attempt has read or written
-        for event in journal.events(run.id):
+        for event in journal.events(run.id) if events is None else events:
             self._learn(event)
         self.session = RunSession(self)
 

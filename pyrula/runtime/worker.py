@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
 import os
 import socket
 import time
@@ -45,18 +44,22 @@ from pyrula.runtime.records import (
     COMPLETED,
     FAILED,
     PARKED,
-    QUEUED,
-    RUNNING,
     TERMINAL,
     Lease,
     RunRecord,
 )
 from pyrula.runtime.registry import lookup, registered
 from pyrula.runtime.retention import parse_duration, purge
-from pyrula.runtime.runstore import RunStore
+from pyrula.runtime.runstore import Event, RunStore
+from pyrula.runtime.worker_log import (
+    fields,
+    log,
+    log_lost,
+    log_run,
+    log_store_down,
+    store_down,
+)
 from pyrula.transport.core import pop_session, push_session
-
-log = logging.getLogger("pyrula.worker")
 
 
 @dataclass
@@ -127,7 +130,7 @@ class Worker:
             log.warning(
                 "releasing %d run(s) now",
                 len(self._bodies),
-                extra=_fields("releasing", in_flight=len(self._bodies)),
+                extra=fields("releasing", in_flight=len(self._bodies)),
             )
             self._release_now.set()
             self._cancel_bodies()
@@ -140,7 +143,7 @@ class Worker:
             "for another worker (stop again to release them now)",
             len(self._bodies),
             self.grace_seconds,
-            extra=_fields("draining", in_flight=len(self._bodies), grace_s=self.grace_seconds),
+            extra=fields("draining", in_flight=len(self._bodies), grace_s=self.grace_seconds),
         )
 
     def claimable(self) -> frozenset[str]:
@@ -164,7 +167,7 @@ class Worker:
                     claim = (self.worker_id, self.lease_seconds, set(self.claimable()))
                     run = await acall(self.store, self.journal.claim, *claim)
                 if run is None:
-                    if until_idle and not running and not self._pending():
+                    if until_idle and not running and not await acall(self.store, self._pending):
                         break
                     _, running = await _settle(running, self._idle_seconds(wake), wake, seen)
                     continue
@@ -197,13 +200,13 @@ class Worker:
             purged = await asyncio.to_thread(purge, self.journal, retention)
         except StoreError as exc:
             log.warning("retention: purge failed (%s); trying again later", exc,
-                        extra=_fields("purge_failed", error=type(exc).__name__))
+                        extra=fields("purge_failed", error=type(exc).__name__))
             return
         if purged.runs or purged.tokens:
             log.info(
                 "retention: purged %d run(s) ended over %gs ago, %d expired token(s)",
                 len(purged.runs), retention, purged.tokens,
-                extra=_fields("purged", runs=len(purged.runs), tokens=purged.tokens),
+                extra=fields("purged", runs=len(purged.runs), tokens=purged.tokens),
             )
 
     async def _drain(self, running: set[asyncio.Task[None]]) -> set[asyncio.Task[None]]:
@@ -229,7 +232,7 @@ class Worker:
             log.warning(
                 "grace period over: releasing %d run(s) still in flight",
                 len(self._bodies),
-                extra=_fields("releasing", in_flight=len(self._bodies)),
+                extra=fields("releasing", in_flight=len(self._bodies)),
             )
         self._cancel_bodies()
         return running
@@ -267,28 +270,38 @@ class Worker:
         assert run.lease is not None
         lease = Lease(self.worker_id, int(run.lease["attempt"]))
         started = time.monotonic()
-        _log_run("claimed" if lease.attempt == 1 else "resumed", run, lease)
+        log_run("claimed" if lease.attempt == 1 else "resumed", run, lease)
         if self._cancelling:  # claimed just before the drain ended: hand it straight back
-            self._release(run, lease, started)
+            await self._release(run, lease, started)
             return
+        # Every store call of the worker's own is made through `acall`: off the loop (where
+        # the worker's other runs go on) on PostgreSQL, in place on LMDB.
+        store, journal = self.store, self.journal
         try:
             definition = lookup(run.name)
         except WorkflowNotRegistered as exc:
             error = describe_error(exc)
-            self.journal.finish(run.id, lease, FAILED, "run:error", {"error": error}, error=error)
-            _log_run(FAILED, run, lease, started, error)
+            finished = (run.id, lease, FAILED, "run:error", {"error": error})
+            await acall(store, journal.finish, *finished, error=error)
+            log_run(FAILED, run, lease, started, error)
             return
         if run.cancel_requested:
-            self.journal.finish(run.id, lease, CANCELLED, "run:cancelled", {}, error=None)
-            _log_run(CANCELLED, run, lease, started)
+            await acall(store, journal.finish, run.id, lease, CANCELLED, "run:cancelled", {})
+            log_run(CANCELLED, run, lease, started)
             return
+        events, data = await acall(store, _journaled_so_far, journal, run.id)
         attempt = Attempt(
-            self.journal, run, lease, limits=definition.limits, is_agent=definition.kind == "agent"
+            journal,
+            run,
+            lease,
+            limits=definition.limits,
+            is_agent=definition.kind == "agent",
+            events=events,
         )
-        attempt.write("run:attempt", {"attempt": lease.attempt, "worker": self.worker_id})
+        begun = {"attempt": lease.attempt, "worker": self.worker_id}
+        await acall(store, attempt.write, "run:attempt", begun)
         context_cls = AgentContext if definition.kind == "agent" else WorkflowContext
         ctx = context_cls(attempt)
-        data = self.journal.queued_input(run.id) or {}
         args, kwargs = data.get("args", []), data.get("kwargs", {})
 
         async def body() -> Any:
@@ -312,7 +325,7 @@ class Worker:
                 if run.capture != "io":
                     outcome.payload, outcome.withheld = {"result": None}, {"result": result}
             except HandedOff:
-                self._release(run, lease, started)  # stopped at a boundary while draining
+                await self._release(run, lease, started)  # stopped at a boundary while draining
                 return
             except Park as park:
                 payload = {"reason": park.reason, **park.payload}
@@ -322,33 +335,33 @@ class Worker:
             except BudgetExceeded as exc:
                 outcome = _failed(run, BUDGET_EXCEEDED, exc)
             except RunAttemptEnded:
-                _log_lost(run, lease)
+                log_lost(run, lease)
                 return
             except asyncio.CancelledError:
                 if beat.done() and isinstance(beat.exception(), RunAttemptEnded):
-                    _log_lost(run, lease)  # a heartbeat found the run taken over
+                    log_lost(run, lease)  # a heartbeat found the run taken over
                     return
                 # Cancelled by the drain, or with the worker itself: no outcome is written; the
                 # lease goes back so the next worker resumes the run from its journal at once.
-                self._release(run, lease, started)
+                await self._release(run, lease, started)
                 if run.id in self._released:
                     return
                 raise
             except (Exception, ReplayInputChanged) as exc:  # the body's failure ends the run
-                down = _store_down(exc)
+                down = store_down(exc)
                 if down is not None:
-                    _log_store_down(run, lease, down)
+                    log_store_down(run, lease, down)
                     return  # the store's failure, not the run's: resumed once its lease lapses
                 outcome = _failed(run, FAILED, exc)
             if run.id in self._released:  # the body swallowed the drain's cancellation
-                self._release(run, lease, started)
+                await self._release(run, lease, started)
                 return
             # A call still open (a stream the body left unread) is metered once now, before the
             # closing event; nothing about it is written after that.
             with contextlib.suppress(RunAttemptEnded):
-                attempt.session.close(meter=True)
+                await acall(store, attempt.session.close, meter=True)
             if outcome.status in TERMINAL:
-                self._close_children(attempt)
+                await acall(store, self._close_children, attempt)
             try:
                 await acall(  # off the loop on PostgreSQL: the worker's other runs go on
                     self.store, self.journal.finish, run.id, lease, outcome.status, outcome.kind,
@@ -356,12 +369,12 @@ class Worker:
                     wake_at=outcome.wake_at, withheld=outcome.withheld,
                 )
             except RunAttemptEnded:
-                _log_lost(run, lease)
+                log_lost(run, lease)
                 return
             except (StoreFull, StoreUnavailable) as exc:
-                _log_store_down(run, lease, exc)
+                log_store_down(run, lease, exc)
                 return
-            _log_run(outcome.status, run, lease, started, outcome.error)
+            log_run(outcome.status, run, lease, started, outcome.error)
         finally:
             attempt.session.close(meter=False)  # lost or released: the next attempt meters
             self._bodies.pop(run.id, None)
@@ -371,10 +384,10 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError, RunAttemptEnded):
                 await beat
 
-    def _release(self, run: RunRecord, lease: Lease, started: float) -> None:
+    async def _release(self, run: RunRecord, lease: Lease, started: float) -> None:
         with contextlib.suppress(RunAttemptEnded):
-            self.journal.release(run.id, lease)
-            _log_run("released", run, lease, started)
+            await acall(self.store, self.journal.release, run.id, lease)
+            log_run("released", run, lease, started)
 
     def _close_children(self, attempt: Attempt) -> None:
         """Apply each uncollected child's parent_close policy before the parent's terminal:
@@ -397,77 +410,9 @@ class Worker:
                 raise
 
 
-def _fields(event: str, **more: Any) -> dict[str, Any]:
-    """The structured form of a worker log record (`record.pyrula`), for JSON log handlers."""
-    return {"pyrula": {"event": event, **more}}
-
-
-def _store_down(exc: BaseException) -> StoreFull | StoreUnavailable | None:
-    """The store's own failure behind `exc` (a full disk, a database out of reach for longer
-    than its retry window), if any; an SDK may wrap it, as openai's APIConnectionError does."""
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen:
-        if isinstance(current, StoreFull | StoreUnavailable):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
-
-
-def _log_store_down(run: RunRecord, lease: Lease, exc: StoreFull | StoreUnavailable) -> None:
-    event = "store_full" if isinstance(exc, StoreFull) else "store_unavailable"
-    log.warning(
-        "run %s attempt %s stopped: %s; the run is left to be resumed (by a worker once its "
-        "lease lapses, or `pyrula runs resume`)",
-        run.id,
-        lease.attempt,
-        exc,
-        extra=_fields(event, run=run.id, workflow=run.name, attempt=lease.attempt),
-    )
-
-
-def _log_lost(run: RunRecord, lease: Lease) -> None:
-    log.warning(
-        "run %s attempt %s lost its lease",
-        run.id,
-        lease.attempt,
-        extra=_fields("lost", run=run.id, workflow=run.name, attempt=lease.attempt),
-    )
-
-
-# A run's status after each logged event: `claimed` and `resumed` start an attempt, `released`
-# queues the run again; a run that ends over its budget is logged as failed.
-_STATUS_AFTER = {"claimed": RUNNING, "resumed": RUNNING, "released": QUEUED}
-_EVENT_FOR = {BUDGET_EXCEEDED: FAILED}
-
-
-def _log_run(
-    status: str,
-    run: RunRecord,
-    lease: Lease,
-    started: float | None = None,
-    error: dict[str, Any] | None = None,
-) -> None:
-    """One line per run event, as an access log has one per request."""
-    event = _EVENT_FOR.get(status, status)
-    duration_ms = None if started is None else round((time.monotonic() - started) * 1000, 1)
-    error_type = (error or {}).get("type")
-    text = f'{run.id} "{run.name}" attempt {lease.attempt} {event}'
-    if duration_ms is not None:
-        text += f" in {duration_ms / 1000:.3f}s"
-    if error_type:
-        text += f" ({error_type})"
-    fields = _fields(
-        event,
-        run=run.id,
-        workflow=run.name,
-        attempt=lease.attempt,
-        duration_ms=duration_ms,
-        status=_STATUS_AFTER.get(status, status),
-        error=error_type,
-    )
-    log.info("%s", text, extra=fields)
+def _journaled_so_far(journal: RunStore, run_id: str) -> tuple[list[Event], dict[str, Any]]:
+    """What an attempt starts from: the run's events so far, and its input."""
+    return journal.events(run_id), journal.queued_input(run_id) or {}
 
 
 async def _settle(

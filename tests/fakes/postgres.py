@@ -8,6 +8,7 @@ running side by side never see each other's tables, and a store's write lock is 
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 import threading
@@ -127,3 +128,34 @@ class HeldStore:
 
 # The store's write lock (pyrula/journal/postgres.py): one per schema.
 _STORE_LOCK = "hashtext('pyrula:' || current_schema())"
+
+
+class Heartbeat:
+    """A task on the running loop that counts its turns: it only ticks while the loop is free."""
+
+    def __init__(self) -> None:
+        self.ticks = 0
+        self._task = asyncio.ensure_future(self._beat())
+
+    async def _beat(self) -> None:
+        while True:
+            self.ticks += 1
+            await asyncio.sleep(0)
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+
+async def while_held(held: HeldStore, work: asyncio.Future[Any], waiters: int) -> tuple[int, int]:
+    """Once `waiters` statements wait behind `held` (or `work` is done), how many wait, and how
+    many times a heartbeat on this loop turned meanwhile; then let them go. The waits are
+    looked at from threads, so a loop the store holds cannot answer at all."""
+    beat = Heartbeat()
+    while not work.done() and await asyncio.to_thread(held.waiting) < waiters:
+        pass
+    before = beat.ticks
+    waiting = await asyncio.to_thread(held.waiting)
+    ticks = beat.ticks - before
+    held.release()
+    beat.stop()
+    return waiting, ticks

@@ -21,44 +21,13 @@ from pyrula.runtime import RunStore, answer, submit
 from pyrula.workflows import WorkflowContext, workflow
 from tests.fakes.clock import wait_until
 from tests.fakes.openai_api import chat_chunks
-from tests.fakes.postgres import HeldStore, fresh_url
+from tests.fakes.postgres import HeldStore, fresh_url, while_held
 from tests.fakes.provider import OPENAI_LIB, Upstream, sse_reply
 from tests.runtime.support import WorkerProcess, ask, async_openai, chat_upstream, drive
 
 UPSTREAM = chat_upstream()
 N = 4
 SEEN: dict[str, Any] = {}
-
-
-class Heartbeat:
-    """A task on the running loop that counts its turns: it only ticks while the loop is free."""
-
-    def __init__(self) -> None:
-        self.ticks = 0
-        self._task = asyncio.ensure_future(self._beat())
-
-    async def _beat(self) -> None:
-        while True:
-            self.ticks += 1
-            await asyncio.sleep(0)
-
-    def stop(self) -> None:
-        self._task.cancel()
-
-
-async def while_held(held: HeldStore, work: asyncio.Future[Any], waiters: int) -> tuple[int, int]:
-    """Once `waiters` statements wait behind `held` (or `work` is done), how many wait, and how
-    many times a heartbeat on this loop turned meanwhile; then let them go. The waits are
-    looked at from threads, so a loop the store holds cannot answer at all."""
-    beat = Heartbeat()
-    while not work.done() and await asyncio.to_thread(held.waiting) < waiters:
-        pass
-    before = beat.ticks
-    waiting = await asyncio.to_thread(held.waiting)
-    ticks = beat.ticks - before
-    held.release()
-    beat.stop()
-    return waiting, ticks
 
 
 @workflow(name="async_calls_held")
