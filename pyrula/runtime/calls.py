@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import inspect
 import threading
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -46,6 +46,7 @@ __all__ = [
     "Scope",
     "SentCall",
     "Slot",
+    "acall_frame",
     "areplays",
     "billable_request_bytes",
     "bypassed",
@@ -244,11 +245,10 @@ def call_frame(outcomes: Outcomes, frame: CallFrame | None = None) -> Iterator[C
     with in_call(frame):
         try:
             yield frame
-        except ReplayedFailure as replayed:
-            raise outcomes.rebuilt(replayed) from None
-        except RecordRefused as refused:
-            raise refused.error from None
         except BaseException as exc:
+            replaced = _replayed_as(outcomes, exc)
+            if replaced is not None:
+                raise replaced from None
             # The SDK gave up: journal a provider error, or a transport failure after the
             # request went out; a failure before sending (a rejected argument, no connection)
             # is not.
@@ -256,6 +256,37 @@ def call_frame(outcomes: Outcomes, frame: CallFrame | None = None) -> Iterator[C
             if attempt is not None:
                 attempt.session.end_call(frame, outcomes.sent_failure(exc))
             raise
+
+
+@contextlib.asynccontextmanager
+async def acall_frame(
+    outcomes: Outcomes, frame: CallFrame | None = None
+) -> AsyncIterator[CallFrame]:
+    """`call_frame` for a call of an async client, made on the run's event loop: the outcome
+    it journals when the SDK gives up is written without blocking the loop
+    (`RunSession.aend_call`: on a store thread where the journal is on a server)."""
+    frame = frame if frame is not None else CallFrame()
+    with in_call(frame):
+        try:
+            yield frame
+        except BaseException as exc:
+            replaced = _replayed_as(outcomes, exc)
+            if replaced is not None:
+                raise replaced from None
+            attempt = current_run().attempt
+            if attempt is not None:
+                await attempt.session.aend_call(frame, outcomes.sent_failure(exc))
+            raise
+
+
+def _replayed_as(outcomes: Outcomes, exc: BaseException) -> BaseException | None:
+    """What a call's frame raises instead of `exc`: the SDK's own error for a journaled failure
+    replayed, the original error for a reply the journal refused; None to journal `exc`."""
+    if isinstance(exc, ReplayedFailure):
+        return outcomes.rebuilt(exc)
+    if isinstance(exc, RecordRefused):
+        return exc.error
+    return None
 
 
 def replays(frame: CallFrame) -> bool:

@@ -311,12 +311,7 @@ class RunSession:
 
         return Live(Callbacks(complete, abandon, truncated))
 
-    def _truncated(
-        self,
-        frame: CallFrame,
-        reply: Reply,
-        sent: SentCall,
-    ) -> None:
+    def _truncated(self, frame: CallFrame, reply: Reply, sent: SentCall) -> None:
         """The provider ended the call's stream without its terminal frame: journal that as the
         call's outcome (with what did arrive, metered as an estimate), and raise it."""
         parts, canonical, scope, reservation = (
@@ -356,6 +351,11 @@ class RunSession:
         if frame.sent is not None:
             self._budget.settle(frame.sent.reservation, None)  # the transport raised: no reply
             frame.sent = None
+
+    async def aend_call(self, frame: CallFrame, failure: dict[str, str] | None = None) -> None:
+        """`end_call` from the run's event loop: a failure to journal is written on a store
+        thread where the journal is on a server."""
+        await acall(self.exchanges.store, self.end_call, frame, failure)
 
     def end_call(self, frame: CallFrame, failure: dict[str, str] | None = None) -> None:
         """The SDK call of `frame` raised: journal the error reply it gave up on, else the

@@ -14,15 +14,17 @@ import json
 from collections import Counter
 from typing import Any
 
+import openai
 import pytest
 
+from pyrula.agents.compat.openai import AsyncOpenAI as DropInAsyncOpenAI
 from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, answer, submit
 from pyrula.workflows import WorkflowContext, workflow
 from tests.fakes.clock import wait_until
-from tests.fakes.openai_api import chat_chunks
+from tests.fakes.openai_api import chat_chunks, openai_client
 from tests.fakes.postgres import HeldStore, fresh_url, while_held
-from tests.fakes.provider import OPENAI_LIB, Upstream, sse_reply
+from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply, sse_reply
 from tests.runtime.support import WorkerProcess, ask, async_openai, chat_upstream, drive
 
 UPSTREAM = chat_upstream()
@@ -56,6 +58,53 @@ def test_concurrent_async_model_calls_go_on_while_their_journal_writes_wait_on_t
         assert SEEN["sent"] == N and SEEN["waiting"] >= N  # (a lease heartbeat may wait too)
         assert SEEN["ticks"] > 0
         assert sum(1 for e in handle.events() if e.type == "llm:done") == N
+    finally:
+        store.close()
+
+
+# A provider that fails every call: the SDK (max_retries=0) gives up on the first reply.
+FAILING = Upstream(
+    OPENAI_LIB, lambda request: json_reply({"error": {"message": "down", "type": "server"}}, 500)
+)
+
+
+@workflow(name="async_call_fails_held")
+async def async_call_fails_held(ctx: WorkflowContext) -> str:
+    # The drop-in frames each SDK call: the error it gives up on is journaled as its outcome.
+    client = openai_client(FAILING, cls=DropInAsyncOpenAI, journaled=False, max_retries=0)
+    if SEEN.get("hold"):  # the SDK gives up while every write of the store waits
+        held = HeldStore(SEEN["url"], safety=10)
+        failing = asyncio.ensure_future(ask(client, "q"))
+        SEEN["waiting"], SEEN["ticks"] = await while_held(held, failing, 1)
+        [error] = await asyncio.gather(failing, return_exceptions=True)
+        SEEN["hold"] = False
+    else:  # the replay: the journaled failure is raised again, nothing sent
+        try:
+            await ask(client, "q")
+        except openai.InternalServerError as exc:
+            error = exc
+    await ctx.interrupt("again?")
+    return type(error).__name__
+
+
+def test_a_failed_async_call_is_journaled_off_the_loop_and_replays_as_the_same_error():
+    FAILING.calls.clear()
+    store = Store(fresh_url())
+    SEEN.clear()
+    SEEN["url"], SEEN["hold"] = store.url, True
+    try:
+        handle = submit(async_call_fails_held, store=store)
+        drive(store)
+        assert handle.record.status == "parked"
+        answer(handle.id, "yes", store=store)
+        drive(store)
+        record = handle.record
+        assert record.status == "completed", record.error
+        assert record.result == "InternalServerError"
+        # The failure's journal write waited on the server; the loop kept turning meanwhile.
+        assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
+        assert [e.payload["status"] for e in handle.events() if e.type == "llm:done"] == [500]
+        assert len(FAILING.calls) == 1  # the resumed run replayed the failure
     finally:
         store.close()
 

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from pyrula.agents.compat._rate_slots import RateCall, blocking_rate_slot, rate_slot
-from pyrula.runtime.calls import Outcomes, call_frame
+from pyrula.runtime.calls import Outcomes, acall_frame, call_frame
 
 T = TypeVar("T")
 
@@ -43,12 +43,11 @@ def framed(
 
 
 async def _framed_async(awaitable: Awaitable[T], outcomes: Outcomes, rate: RateCall | None) -> T:
-    with call_frame(outcomes) as frame:
-        async with rate_slot(rate, frame) as slot:
-            result = await awaitable
-            if rate is not None:
-                rate.settle(slot, result)
-            return result
+    async with acall_frame(outcomes) as frame, rate_slot(rate, frame) as slot:
+        result = await awaitable
+        if rate is not None:
+            rate.settle(slot, result)
+        return result
 
 
 class _FramedStreamManager:
@@ -70,9 +69,8 @@ class _FramedStreamManager:
         return self._pyrula_manager.__exit__(*exc_info)
 
     async def __aenter__(self) -> Any:
-        with call_frame(self._pyrula_outcomes) as frame:
-            async with rate_slot(self._pyrula_rate, frame):
-                return await self._pyrula_manager.__aenter__()
+        async with acall_frame(self._pyrula_outcomes) as frame, rate_slot(self._pyrula_rate, frame):
+            return await self._pyrula_manager.__aenter__()
 
     async def __aexit__(self, *exc_info: Any) -> Any:
         return await self._pyrula_manager.__aexit__(*exc_info)

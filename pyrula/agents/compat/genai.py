@@ -34,6 +34,7 @@ from pyrula.runtime.calls import (
     CallFrame,
     LLMRate,
     ReplayedFailure,
+    acall_frame,
     call_frame,
 )
 
@@ -185,6 +186,18 @@ def _stream_step(outcomes: _Outcomes, frame: CallFrame, opened: list[Any]) -> It
         _stream_responses.reset(token)
 
 
+@contextlib.asynccontextmanager
+async def _astream_step(
+    outcomes: _Outcomes, frame: CallFrame, opened: list[Any]
+) -> AsyncIterator[None]:
+    token = _stream_responses.set(opened)
+    try:
+        async with acall_frame(outcomes, frame):
+            yield
+    finally:
+        _stream_responses.reset(token)
+
+
 class _FramedStream:
     """A sync `generate_content_stream`: its request goes out as it is iterated, so every step
     runs inside the call's frame (and only the step: the caller's code between chunks may make
@@ -243,9 +256,11 @@ class _AsyncFramedStream:
 
     async def __anext__(self) -> Any:
         rate, self._rate = self._rate, None
-        with _stream_step(self._outcomes, self._frame, self._opened):
-            async with rate_slot(rate, self._frame):
-                chunk = await anext(self._chunks, _END)
+        async with (
+            _astream_step(self._outcomes, self._frame, self._opened),
+            rate_slot(rate, self._frame),
+        ):
+            chunk = await anext(self._chunks, _END)
         if chunk is _END:
             raise StopAsyncIteration
         return _plain(chunk)
@@ -262,14 +277,13 @@ async def _framed_async(
     awaitable: Any, outcomes: _Outcomes, frame: CallFrame, rate: RateCall | None, stream: bool
 ) -> Any:
     if stream:  # awaiting it only builds the stream: its first step sends the request
-        with call_frame(outcomes, frame):
+        async with acall_frame(outcomes, frame):
             chunks = await awaitable
         return _AsyncFramedStream(chunks, outcomes, frame, rate)
-    with call_frame(outcomes, frame):
-        async with rate_slot(rate, frame) as slot:
-            result = await awaitable
-            if rate is not None:
-                rate.settle(slot, result)
+    async with acall_frame(outcomes, frame), rate_slot(rate, frame) as slot:
+        result = await awaitable
+        if rate is not None:
+            rate.settle(slot, result)
     return _plain(result)
 
 

@@ -31,7 +31,7 @@ from pyrula.agents.integrations._provider_http import journal_transport, sdk_cli
 from pyrula.agents.integrations._rebinding import rebound
 from pyrula.agents.integrations._result_journal import journaled_result, request_body
 from pyrula.errors import UnjournaledSurface
-from pyrula.runtime.calls import RunContext, call_frame, current_run
+from pyrula.runtime.calls import RunContext, acall_frame, current_run
 
 __all__ = ["DurableChatModel", "durable_chat_model"]
 
@@ -139,7 +139,7 @@ class DurableChatModel(BaseChatModel):  # type: ignore[misc]  # Any when langcha
             if self._sdk_client is not None:
                 # One call, one position, whatever the SDK retries; its error outcome replays
                 # as the SDK's own exception.
-                with call_frame(sdk_outcomes(self._sdk_client)):
+                async with acall_frame(sdk_outcomes(self._sdk_client)):
                     return await produce()
             body = request_body(self.inner, messages, stop, kwargs)
             return await journaled_result(self.inner, body, produce)

@@ -28,7 +28,7 @@ from pyrula.agents.llm.messages import (
 )
 from pyrula.errors import ModelHTTPError
 from pyrula.replies import rules_for
-from pyrula.runtime.calls import LLMRate, ReplayedFailure, areplays, call_frame, estimate_tokens
+from pyrula.runtime.calls import LLMRate, ReplayedFailure, acall_frame, areplays, estimate_tokens
 from pyrula.transport.framing import SSEDecoder
 from pyrula.transport.httpx2_adapters import AsyncHttpx2Transport
 
@@ -221,7 +221,7 @@ class LLM:
             messages, instructions=instructions, tools=tools, output=output, stream=stream
         )
         content = json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
-        with call_frame(OUTCOMES) as frame:
+        async with acall_frame(OUTCOMES) as frame:
             live = not await areplays(frame)
             if self.rate_limit is None or not live:
                 return await self._send(content, stream, on_delta if live else None)
