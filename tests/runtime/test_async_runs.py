@@ -62,6 +62,28 @@ def test_concurrent_async_model_calls_go_on_while_their_journal_writes_wait_on_t
         store.close()
 
 
+@workflow(name="async_step_held")
+async def async_step_held(ctx: WorkflowContext) -> int:
+    held = HeldStore(SEEN["url"], table="pyrula_flags", safety=10)  # every cancel check waits
+    step = asyncio.ensure_future(ctx.step("one", int, 1))
+    SEEN["waiting"], SEEN["ticks"] = await while_held(held, step, 1)
+    return await step
+
+
+def test_a_lone_runs_cancel_check_waits_on_the_server_off_the_loop():
+    store = Store(fresh_url())
+    SEEN.clear()
+    SEEN["url"] = store.url
+    try:
+        handle = submit(async_step_held, store=store)
+        drive(store)
+        record = handle.record
+        assert record.status == "completed" and record.result == 1, record.error
+        assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
+    finally:
+        store.close()
+
+
 # A provider that fails every call: the SDK (max_retries=0) gives up on the first reply.
 FAILING = Upstream(
     OPENAI_LIB, lambda request: json_reply({"error": {"message": "down", "type": "server"}}, 500)

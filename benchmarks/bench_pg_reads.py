@@ -1,0 +1,150 @@
+"""One point read of a PostgreSQL store from an event loop, three ways: in place on the loop (a
+blocking psycopg call), on a store thread (`journal.async_store.acall`, what the runtime does),
+and with psycopg's own async API (`psycopg_pool.AsyncConnectionPool`, the I/O awaited on the
+loop, no thread). What each costs in CPU and wall time per read, and how long the loop stops.
+
+One throwaway PostgreSQL 16 (`pgserver`, unix socket) or `--url`; the store's `flags` table
+holds the key read (a cancel flag, what a run's every step reads). Variants interleaved round by
+round; medians, with "in place" as the baseline of the same rounds.
+
+- lone: one read after another (a single run's cancel check per step);
+- 8 at once: `--width` reads gathered, as the runs of a busy worker's loop would ask together.
+
+The loop's longest stall is the longest gap between two turns of a heartbeat task on the loop
+while the reads run (the heartbeat spins, so its own CPU is left out: it runs in a separate
+pass over the same reads).
+
+Run: python benchmarks/bench_pg_reads.py [--rounds 5] [--reads 2000] [--width 8] [--url URL]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg_pool
+
+from pyrula.journal.async_store import acall
+from pyrula.journal.store import Store
+
+ROOT = Path(__file__).parents[1]
+sys.path.insert(1, str(ROOT / "benchmarks"))
+
+from bench_postgres import fresh_schema  # noqa: E402
+
+KEY = b"cancel:run-1"
+Read = Callable[[], Awaitable[Any]]
+
+
+def readers(store: Store, pool: psycopg_pool.AsyncConnectionPool) -> dict[str, Read]:
+    flags = store.db("flags")
+
+    async def in_place() -> Any:
+        return store.get(flags, KEY)
+
+    async def store_thread() -> Any:
+        return await acall(store, store.get, flags, KEY)
+
+    async def psycopg_async() -> Any:
+        async with pool.connection() as conn:
+            cursor = await conn.execute("SELECT v FROM pyrula_flags WHERE k = %b", (KEY,))
+            return await cursor.fetchone()
+
+    return {"in place": in_place, "store thread": store_thread, "psycopg async": psycopg_async}
+
+
+async def timed(read: Read, reads: int, width: int, beat: bool) -> tuple[float, float, float]:
+    """Wall and CPU seconds for `reads` reads, `width` at a time, and the loop's longest stall
+    (with `beat`)."""
+    last, longest = time.perf_counter(), 0.0
+    stop = asyncio.Event()
+
+    async def heartbeat() -> None:
+        nonlocal last, longest
+        while not stop.is_set():
+            now = time.perf_counter()
+            longest = max(longest, now - last)
+            last = now
+            await asyncio.sleep(0)
+
+    beating = asyncio.ensure_future(heartbeat()) if beat else None
+    await asyncio.sleep(0)
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(reads // width):
+        if width == 1:
+            await read()
+        else:
+            await asyncio.gather(*(read() for _ in range(width)))
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    stop.set()
+    if beating is not None:
+        await beating
+    return wall, cpu, longest
+
+
+async def measure(url: str, args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """One round: every variant, lone and `width` at once."""
+    store = Store(url)
+    store.write(lambda txn: txn.put(KEY, b"1", db=store.db("flags")))
+    pool = psycopg_pool.AsyncConnectionPool(
+        url, min_size=1, max_size=args.width, kwargs={"autocommit": True}, open=False
+    )
+    await pool.open()
+    out: dict[str, dict[str, float]] = {}
+    try:
+        for name, read in readers(store, pool).items():
+            for width in (1, args.width):
+                await timed(read, args.width * 4, width, False)  # warm: connections opened
+                wall, cpu, _ = await timed(read, args.reads, width, False)
+                _, _, stall = await timed(read, args.reads, width, True)
+                label = "lone" if width == 1 else f"{width} at once"
+                out[f"{name}|{label}"] = {
+                    "reads/s": args.reads / wall,
+                    "CPU us/read": cpu * 1e6 / args.reads,
+                    "stall ms": stall * 1000,
+                }
+    finally:
+        await pool.close()
+        store.close()
+    return out
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    cli.add_argument("--rounds", type=int, default=5)
+    cli.add_argument("--reads", type=int, default=2000)
+    cli.add_argument("--width", type=int, default=8)
+    cli.add_argument("--url")
+    args = cli.parse_args()
+    base = args.url
+    if base is None:
+        import pgserver
+
+        folder = Path(tempfile.mkdtemp(prefix="bench-pg-"))
+        base = str(pgserver.get_server(folder, cleanup_mode="delete").get_uri())
+    rows: dict[str, dict[str, list[float]]] = {}
+    for _ in range(args.rounds):
+        found = asyncio.run(measure(fresh_schema(base), args))
+        for variant, metrics in found.items():
+            for metric, value in metrics.items():
+                rows.setdefault(variant, {}).setdefault(metric, []).append(value)
+    print(f"point reads of a PostgreSQL store from an event loop ({args.rounds} rounds of "
+          f"{args.reads} reads; medians; ratio to 'in place' of the same shape)")
+    for variant in rows:
+        name, shape = variant.split("|")
+        for metric, values in rows[variant].items():
+            value = statistics.median(values)
+            base_value = statistics.median(rows[f"in place|{shape}"][metric])
+            ratio = value / base_value if base_value else float("nan")
+            print(f"  {shape:10} {metric:12} {name:14} {value:10.1f}  x{ratio:.2f}")
+
+
+if __name__ == "__main__":
+    main()
