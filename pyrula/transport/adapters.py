@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pyrula.fingerprints import Canonical
 from pyrula.lazy import lazy_exports
 from pyrula.transport.core import (
+    Fed,
     Live,
     Offload,
     Recording,
@@ -51,6 +52,10 @@ def _stream_classes(lib: ModuleType) -> tuple[type, type, type, type]:
             self._frames = frames
 
         async def __aiter__(self) -> AsyncIterator[bytes]:
+            if isinstance(self._frames, Fed):  # its sink's calls made off the loop
+                async for frame in self._frames:
+                    yield frame
+                return
             for frame in self._frames:
                 yield frame
 

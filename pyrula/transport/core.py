@@ -9,7 +9,7 @@ does the framing, teeing and committing that every session needs.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
@@ -340,7 +340,8 @@ def through(
         return Live(_Both(plan.sink, outer.sink))
     if plan.sink is None:
         return outer
-    frames = _fed(outer, plan.sink, canonical)
+    offload = None if blocking else offload_of(plan.sink)
+    frames = Fed(outer, plan.sink, canonical, offload)
     return Replay(outer.status, outer.headers, frames, outer.frame_ms)
 
 
@@ -357,6 +358,63 @@ def _fed(replay: Replay, sink: Sink, canonical: Canonical) -> Iterator[bytes]:
     finally:
         if not recording.finished:
             recording.abandon()
+
+
+class Fed:
+    """The frames of a reply a stand-in provider replays (`through`), fed to a run's sink as
+    they are read, as a live reply's are. A sync reader iterates it, the sink's calls made as
+    it goes; an async reader (`async for`) has the calls that end the reply made through
+    `offload` (off its event loop: the run's journal may sit on a server) before the chunk
+    that ended the reply reaches it, as an async tee does."""
+
+    __slots__ = ("_canonical", "_frames", "_offload", "_replay", "_sink")
+
+    def __init__(
+        self, replay: Replay, sink: Sink, canonical: Canonical, offload: Offload | None
+    ) -> None:
+        self._replay, self._sink, self._canonical = replay, sink, canonical
+        self._offload = offload
+        self._frames: Iterator[bytes] | None = None
+
+    def __iter__(self) -> Iterator[bytes]:
+        return self
+
+    def __next__(self) -> bytes:
+        if self._frames is None:
+            self._frames = _fed(self._replay, self._sink, self._canonical)
+        return next(self._frames)
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        replay = self._replay
+        recording = Recording(
+            self._canonical,
+            replay.status,
+            replay.headers,
+            self._sink,
+            time.perf_counter(),
+            deferred=self._offload is not None,
+        )
+        try:
+            for frame in replay.frames:
+                data = recording.feed(frame)
+                await self._delivered(recording)
+                if data:
+                    yield data
+            tail = recording.eof()
+            await self._delivered(recording)
+            if tail:
+                yield tail
+        finally:
+            if not recording.finished:
+                recording.abandon()
+                await self._delivered(recording)
+
+    async def _delivered(self, recording: Recording) -> None:
+        for call in recording.take_deferred():
+            if self._offload is None:
+                call()
+            else:
+                await self._offload(call)
 
 
 def plan_request(

@@ -17,6 +17,7 @@ from typing import Any
 import openai
 import pytest
 
+import pyrula
 from pyrula.agents.compat.openai import AsyncOpenAI as DropInAsyncOpenAI
 from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, answer, submit
@@ -82,6 +83,43 @@ def test_a_lone_runs_cancel_check_waits_on_the_server_off_the_loop():
         assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
     finally:
         store.close()
+
+
+@workflow(name="async_via_cassette")
+async def async_via_cassette(ctx: WorkflowContext) -> str:
+    client = async_openai(UPSTREAM)
+    if not SEEN.get("hold"):
+        return await ask(client, "c")
+    held = HeldStore(SEEN["url"], safety=10)  # every write of the run's store waits
+    asking = asyncio.ensure_future(ask(client, "c"))
+    SEEN["waiting"], SEEN["ticks"] = await while_held(held, asking, 1)
+    return await asking
+
+
+def test_a_run_answered_by_a_tests_cassette_journals_the_reply_off_the_loop(tmp_path):
+    UPSTREAM.calls.clear()
+    SEEN.clear()
+    cassettes = str(tmp_path / "cassettes")
+    stores = [Store(fresh_url()), Store(fresh_url())]
+    try:
+        with pyrula.cassette("async-run", store=cassettes):  # recorded by both
+            first = submit(async_via_cassette, store=stores[0])
+            drive(stores[0])
+        assert first.record.result == "answer to c" and len(UPSTREAM.calls) == 1
+        SEEN["url"], SEEN["hold"] = stores[1].url, True
+        with pyrula.cassette("async-run", mode="none", store=cassettes):
+            handle = submit(async_via_cassette, store=stores[1])
+            drive(stores[1])
+        record = handle.record
+        assert record.status == "completed" and record.result == "answer to c", record.error
+        assert len(UPSTREAM.calls) == 1  # the cassette answered
+        # Its reply was journaled in the run's store while that store's writes waited on the
+        # server, and the run's loop kept turning.
+        assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
+        assert [e.type for e in handle.events()].count("llm:done") == 1
+    finally:
+        for store in stores:
+            store.close()
 
 
 # A provider that fails every call: the SDK (max_retries=0) gives up on the first reply.
