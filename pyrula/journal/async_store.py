@@ -6,9 +6,10 @@ made there in place would stop every other task of that loop until the server an
 runtime's async paths call the store through this module:
 
 - `acall(store, fn, *args)`: `fn(*args)`, a plain function that uses the store (say
-  `RunStore.get`), run on one of the store's threads while the loop awaits it;
-- `awrite(store, fn, scope=)`: `store.write(fn, scope=)` so; `aread(store, fn)`: `fn(txn)` in
-  a read transaction so; `aget(store, db, key)`: `store.get(db, key)` so.
+  `RunStore.get`, or `store.write` with a transaction body), run on one of the store's threads
+  while the loop awaits it;
+- `offload(store)`: `acall` bound to `store` (None on LMDB), for a callback the transport's
+  async tee runs (a recorded reply's write).
 
 The transaction bodies are the same `fn(txn)` the sync paths run: one code path, whichever
 side calls it. The calls carry the caller's context (`contextvars`), so a body that asks which
@@ -27,11 +28,11 @@ import contextvars
 import functools
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-from pyrula.journal.store import Store, Txn
+from pyrula.journal.store import Store
 
 T = TypeVar("T")
 
@@ -64,26 +65,6 @@ async def acall(store: Store, fn: Callable[..., T], *args: Any, **kwargs: Any) -
     context = contextvars.copy_context()
     call = functools.partial(context.run, fn, *args, **kwargs)
     return await asyncio.get_running_loop().run_in_executor(_executor(store), call)
-
-
-async def awrite(store: Store, fn: Callable[[Txn], T], *, scope: Sequence[str] | None = None) -> T:
-    """`store.write(fn, scope=scope)` from the running loop; returns once it is committed."""
-    return await acall(store, store.write, fn, scope=scope)
-
-
-async def aread(store: Store, fn: Callable[[Txn], T]) -> T:
-    """`fn(txn)` in one read transaction of `store`, from the running loop."""
-
-    def read() -> T:
-        with store.read() as txn:
-            return fn(txn)
-
-    return await acall(store, read)
-
-
-async def aget(store: Store, db: Any, key: bytes) -> bytes | None:
-    """`store.get(db, key)` from the running loop."""
-    return await acall(store, store.get, db, key)
 
 
 def offload(store: Store) -> Callable[[Callable[[], Any]], Any] | None:

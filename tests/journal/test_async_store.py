@@ -9,7 +9,7 @@ import threading
 
 import pytest
 
-from pyrula.journal.async_store import acall, aget, aread, awrite
+from pyrula.journal.async_store import acall
 from pyrula.journal.store import Store, Txn
 
 
@@ -24,15 +24,25 @@ def _put(store: Store, key: bytes, value: bytes):
     return write
 
 
-def test_the_async_calls_run_the_same_transactions_as_the_sync_ones(store_location):
+def test_acall_runs_the_same_transactions_as_the_sync_calls(store_location):
     store = Store(store_location)
     db = store.db("meta")
 
+    def scan(txn: Txn) -> list[bytes]:
+        return [bytes(k) for k, _ in txn.scan(db, b"k")]
+
+    def read(fn):
+        def within() -> list[bytes]:
+            with store.read() as txn:
+                return fn(txn)
+
+        return within
+
     async def main() -> tuple:
-        first = await awrite(store, _put(store, b"k", b"one"))
-        second = await awrite(store, _put(store, b"k", b"two"), scope=["k"])
-        got = await aget(store, db, b"k")
-        scanned = await aread(store, lambda txn: [bytes(k) for k, _ in txn.scan(db, b"k")])
+        first = await acall(store, store.write, _put(store, b"k", b"one"))
+        second = await acall(store, store.write, _put(store, b"k", b"two"), scope=["k"])
+        got = await acall(store, store.get, db, b"k")
+        scanned = await acall(store, read(scan))
         counted = await acall(store, store.stat)
         return first, second, got, scanned, counted["entries"]["meta"]
 
@@ -77,7 +87,8 @@ def test_a_write_waiting_on_the_server_leaves_the_loop_running():
                 await asyncio.sleep(0)
 
         beat = asyncio.ensure_future(heartbeat())
-        writes = asyncio.gather(*(awrite(store, _put(store, b"w%d" % i, b"v")) for i in range(3)))
+        puts = [_put(store, b"w%d" % i, b"v") for i in range(3)]
+        writes = asyncio.gather(*(acall(store, store.write, put) for put in puts))
         while not writes.done() and await asyncio.to_thread(held.waiting) < 3:
             pass
         # All three writes wait on the server at once, and the loop still runs meanwhile.

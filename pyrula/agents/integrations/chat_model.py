@@ -135,7 +135,7 @@ class DurableChatModel(BaseChatModel):  # type: ignore[misc]  # Any when langcha
         if not _journaling(run) or run.attempt is None:
             return await produce()
         try:
-            run.attempt.check_cancel()  # a cancel and pause boundary, journaled or replayed
+            await run.attempt.acheck_cancel()  # a cancel and pause boundary, journaled or replayed
             if self._sdk_client is not None:
                 # One call, one position, whatever the SDK retries; its error outcome replays
                 # as the SDK's own exception.
