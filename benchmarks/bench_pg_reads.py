@@ -23,7 +23,6 @@ import argparse
 import asyncio
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -37,7 +36,7 @@ from pyrula.journal.store import Store
 ROOT = Path(__file__).parents[1]
 sys.path.insert(1, str(ROOT / "benchmarks"))
 
-from bench_postgres import fresh_schema  # noqa: E402
+from bench_postgres import fresh_schema, server_url  # noqa: E402
 
 KEY = b"cancel:run-1"
 Read = Callable[[], Awaitable[Any]]
@@ -123,12 +122,7 @@ def main() -> None:
     cli.add_argument("--width", type=int, default=8)
     cli.add_argument("--url")
     args = cli.parse_args()
-    base = args.url
-    if base is None:
-        import pgserver
-
-        folder = Path(tempfile.mkdtemp(prefix="bench-pg-"))
-        base = str(pgserver.get_server(folder, cleanup_mode="delete").get_uri())
+    base = server_url(args.url)
     rows: dict[str, dict[str, list[float]]] = {}
     for _ in range(args.rounds):
         found = asyncio.run(measure(fresh_schema(base), args))

@@ -246,13 +246,7 @@ def call_frame(outcomes: Outcomes, frame: CallFrame | None = None) -> Iterator[C
         try:
             yield frame
         except BaseException as exc:
-            replaced = _replayed_as(outcomes, exc)
-            if replaced is not None:
-                raise replaced from None
-            # The SDK gave up: journal a provider error, or a transport failure after the
-            # request went out; a failure before sending (a rejected argument, no connection)
-            # is not.
-            attempt = current_run().attempt
+            attempt = _given_up(outcomes, exc)
             if attempt is not None:
                 attempt.session.end_call(frame, outcomes.sent_failure(exc))
             raise
@@ -270,23 +264,23 @@ async def acall_frame(
         try:
             yield frame
         except BaseException as exc:
-            replaced = _replayed_as(outcomes, exc)
-            if replaced is not None:
-                raise replaced from None
-            attempt = current_run().attempt
+            attempt = _given_up(outcomes, exc)
             if attempt is not None:
                 await attempt.session.aend_call(frame, outcomes.sent_failure(exc))
             raise
 
 
-def _replayed_as(outcomes: Outcomes, exc: BaseException) -> BaseException | None:
-    """What a call's frame raises instead of `exc`: the SDK's own error for a journaled failure
-    replayed, the original error for a reply the journal refused; None to journal `exc`."""
+def _given_up(outcomes: Outcomes, exc: BaseException) -> Any:
+    """The SDK gave up on a call with `exc`: the attempt that journals it as the call's outcome
+    (a provider error, or a transport failure after the request went out; a failure before
+    sending, say a rejected argument or no connection, is not), None outside a run. A journaled
+    failure replayed is raised instead as the SDK's own error, a reply the journal refused as
+    the error it carries."""
     if isinstance(exc, ReplayedFailure):
-        return outcomes.rebuilt(exc)
+        raise outcomes.rebuilt(exc) from None
     if isinstance(exc, RecordRefused):
-        return exc.error
-    return None
+        raise exc.error from None
+    return current_run().attempt
 
 
 def replays(frame: CallFrame) -> bool:
