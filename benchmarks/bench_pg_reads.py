@@ -14,6 +14,11 @@ The loop's longest stall is the longest gap between two turns of a heartbeat tas
 while the reads run (the heartbeat spins, so its own CPU is left out: it runs in a separate
 pass over the same reads).
 
+Then the read in context: steps/s and process CPU per step of a lone run's 100-step workflow
+(each step's cancel check is a lone read of `journal.group_read`), with that read on the group
+reader's thread (the code now) against read on the loop (the rule before: a key asked alone
+was read in place), alternated round by round in this process.
+
 Run: python benchmarks/bench_pg_reads.py [--rounds 5] [--reads 2000] [--width 8] [--url URL]
 """
 
@@ -30,8 +35,11 @@ from typing import Any
 
 import psycopg_pool
 
+from pyrula.journal import group_read
 from pyrula.journal.async_store import acall
 from pyrula.journal.store import Store
+from pyrula.runtime import Worker, submit
+from pyrula.workflows import WorkflowContext, workflow
 
 ROOT = Path(__file__).parents[1]
 sys.path.insert(1, str(ROOT / "benchmarks"))
@@ -115,6 +123,53 @@ async def measure(url: str, args: argparse.Namespace) -> dict[str, dict[str, flo
     return out
 
 
+@workflow(name="bench_pg_reads.steps")
+async def steps(ctx: WorkflowContext, n: int) -> int:
+    for i in range(n):
+        await ctx.step(f"s{i}", int, i)
+    return n
+
+
+_ON_THREAD = group_read.GroupRead._read_next
+
+
+def _lone_on_the_loop(self: Any, loop: asyncio.AbstractEventLoop) -> None:
+    """The rule before: a key asked alone is read on the loop at once."""
+    with self._lock:
+        lone = len(self._pending) == 1
+        batch, self._pending = (self._pending, []) if lone else ([], self._pending)
+    if not lone:
+        _ON_THREAD(self, loop)
+        return
+    try:
+        values = self._read(batch)
+    except Exception as exc:
+        self._release(loop, batch, None, exc)
+    else:
+        self._release(loop, batch, values, None)
+
+
+def lone_run(base: str, rounds: int) -> dict[str, list[tuple[float, float]]]:
+    """Steps/s and CPU ms per step of one 100-step run, each way of reading a lone key."""
+    ways = {"reader thread": _ON_THREAD, "on the loop": _lone_on_the_loop}
+    found: dict[str, list[tuple[float, float]]] = {way: [] for way in ways}
+    for _ in range(rounds):
+        for way, read_next in ways.items():
+            group_read.GroupRead._read_next = read_next  # type: ignore[method-assign]
+            store = Store(fresh_schema(base))
+            try:
+                wall, cpu = time.perf_counter(), time.process_time()
+                handle = submit(steps, 100, store=store)
+                asyncio.run(Worker(store, poll_seconds=0.005).run(until_idle=True))
+                wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+                assert handle.record.status == "completed", handle.record.error
+                found[way].append((100 / wall, cpu * 1000 / 100))
+            finally:
+                group_read.GroupRead._read_next = _ON_THREAD  # type: ignore[method-assign]
+                store.close()
+    return found
+
+
 def main() -> None:
     cli = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cli.add_argument("--rounds", type=int, default=5)
@@ -138,6 +193,13 @@ def main() -> None:
             base_value = statistics.median(rows[f"in place|{shape}"][metric])
             ratio = value / base_value if base_value else float("nan")
             print(f"  {shape:10} {metric:12} {name:14} {value:10.1f}  x{ratio:.2f}")
+    runs = lone_run(base, args.rounds * 2)
+    print(f"a lone run's 100 steps ({args.rounds * 2} rounds; medians; ratio to 'on the loop')")
+    for index, metric in enumerate(("steps/s", "CPU ms/step")):
+        then = statistics.median(v[index] for v in runs["on the loop"])
+        for way, measured in runs.items():
+            value = statistics.median(v[index] for v in measured)
+            print(f"  {metric:12} lone read {way:14} {value:8.3f}  x{value / then:.2f}")
 
 
 if __name__ == "__main__":
