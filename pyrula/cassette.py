@@ -48,6 +48,8 @@ class CassetteStats:
     replayed: int = 0
     recorded: int = 0
     used: set[bytes] = field(default_factory=set)
+    # Of `replayed`, those found by the request's sent digest without canonicalising it.
+    sent_hits: int = 0
 
 
 class Cassette:
@@ -148,21 +150,52 @@ class Cassette:
                 return Live(None)
             return Live(Callbacks(self._verifier(found[0], found[1], canonical)))
         if found is not None:
-            record, first_page = found
-            with self._lock:
-                stats = self.stats
-                stats.replayed += 1
-                stats.used.add(key)
-            frame_ms = record.extra.get("frame_ms") if record.extra else None
-            return Replay(
-                record.status, record.headers, exchanges.frames(record, first_page), frame_ms
-            )
+            return self._replayed(key, *found)
         if self.mode == "none" or (self.mode == "once" and self._had_records):
             with self._lock:
                 # A miss consumed no recording: a retry of the same request is the same miss.
                 self._seen[canonical.digest] = occurrence
             raise self._miss(parts, canonical, occurrence)
         return Live(Callbacks(self._recorder(key, parts, canonical), cap=self._cap))
+
+    def replay_sent(self, sent: bytes) -> Replay | None:
+        """The replay of a request recorded before but new to this process, found by its sent
+        digest `sent` (`journal/sent_index.py`) without canonicalising it: the same record `plan`
+        would replay, under the same occurrence. None when that is not known at once (another
+        mode, no index entry, no record for this occurrence): then `plan` decides, as always."""
+        exchanges = self.exchanges
+        if self.mode in ("all", "verify") or not exchanges.finds_sent:
+            return None
+        claimed: list[tuple[str, int]] = []
+
+        def key_for(fingerprint: bytes) -> bytes:
+            digest = fingerprint.hex()
+            with self._lock:
+                occurrence = self._seen.get(digest, 0)
+                self._seen[digest] = occurrence + 1
+            claimed.append((digest, occurrence))
+            return self._prefix + fingerprint + _U32.pack(occurrence)
+
+        found = exchanges.find_sent(sent, key_for)
+        if found is None:
+            if claimed:
+                digest, occurrence = claimed[0]
+                with self._lock:  # nothing was consumed: `plan` claims the occurrence again
+                    self._seen[digest] = occurrence
+            return None
+        with self._lock:
+            self.stats.sent_hits += 1
+        return self._replayed(*found)
+
+    def _replayed(self, key: bytes, record: ExchangeRecord, first_page: bytes) -> Replay:
+        with self._lock:
+            stats = self.stats
+            stats.replayed += 1
+            stats.used.add(key)
+        frame_ms = record.extra.get("frame_ms") if record.extra else None
+        return Replay(
+            record.status, record.headers, self.exchanges.frames(record, first_page), frame_ms
+        )
 
     def _recorder(
         self, key: bytes, parts: RequestParts, canonical: Canonical
