@@ -369,15 +369,15 @@ def plan_request(
     blocking: bool,
 ) -> tuple[Plan, Canonical | None]:
     """Fingerprint a request and ask `session` what to do with it. The canonical form is
-    None only for a replay found by the request's sent digest (`_replay_sent`)."""
+    None only for a replay found by the request's sent digest (`fingerprint_or_replay`)."""
     parts = RequestParts(method, url, headers, body)
-    canonical = _fingerprinted(session, parts)
+    canonical = fingerprint_or_replay(session, parts)
     if type(canonical) is Replay:
         return canonical, None
     return session.plan(parts, canonical, blocking=blocking), canonical
 
 
-def _fingerprinted(session: Session, parts: RequestParts) -> Canonical | Replay:
+def fingerprint_or_replay(session: Session, parts: RequestParts) -> Canonical | Replay:
     """The request's canonical form; or, from a session that finds recordings by a request's
     digest as sent (a cassette's `replay_sent`), the replay of a request new to the process
     found that way, without canonicalising it."""
@@ -398,7 +398,7 @@ async def aplan_request(
     """`plan_request` for an async client: a session with an `aplan` (a run's, whose plan
     reads a store that may sit on a server) is asked without blocking the event loop."""
     parts = RequestParts(method=method, url=url, headers=headers, body=body)
-    canonical = _fingerprinted(session, parts)
+    canonical = fingerprint_or_replay(session, parts)
     if type(canonical) is Replay:
         return canonical, None
     aplan: Callable[[RequestParts, Canonical], Awaitable[Plan]] | None = getattr(

@@ -8,8 +8,6 @@ replaying what an earlier run recorded): nothing of them is in the process's can
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 from typing import Any
@@ -22,42 +20,13 @@ from typer.testing import CliRunner
 import pyrula
 from pyrula.errors import ReplayMiss
 from pyrula.journal import Exchanges, Store
+from tests.fakes.elsewhere import record_elsewhere
 
 OLD_KEY = "sk-recorded-with-this-key-0123456789"
 NEW_KEY = "sk-replayed-with-another-key-9876543210"
 CHAT = "http://openai.test/v1/chat/completions"
 MESSAGES = "http://anthropic.test/v1/messages"
 GEMINI = "http://genai.test/v1beta/models/gemini-test:generateContent"
-
-# Records each request of a JSON spec through a raw httpx client into a cassette; the stand-in
-# provider's reply to the n-th request is reply n (a body, streamed as SSE when it is a list).
-_RECORDER = """
-import json, sys, httpx, pyrula
-spec = json.loads(sys.argv[1])
-replies = iter(spec["replies"])
-def provider(request):
-    reply = next(replies)
-    if isinstance(reply, list):
-        return httpx.Response(200, headers={"content-type": "text/event-stream"},
-                              content="".join(reply).encode())
-    return httpx.Response(200, json=reply)
-client = httpx.Client(transport=pyrula.HttpxTransport(httpx.MockTransport(provider)))
-with pyrula.cassette(spec["cassette"], mode="all", store=spec["store"]):
-    for url, headers, body in spec["requests"]:
-        client.post(url, headers=headers, content=body.encode())
-"""
-
-
-def _record_elsewhere(store: str, requests: list[tuple[str, dict[str, str], bytes]],
-                      replies: list[Any], cassette: str = "sent") -> None:
-    spec = {
-        "store": store,
-        "cassette": cassette,
-        "requests": [(url, headers, body.decode()) for url, headers, body in requests],
-        "replies": replies,
-    }
-    subprocess.run([sys.executable, "-c", _RECORDER, json.dumps(spec)], check=True, timeout=120)
-
 
 def _chat(text: str, key: str = NEW_KEY) -> tuple[str, dict[str, str], bytes]:
     body = json.dumps({"model": "gpt-test", "messages": [{"role": "user", "content": text}]})
@@ -112,7 +81,7 @@ def test_a_replay_with_another_api_key_is_found_by_its_sent_digest_and_no_key_is
          json.dumps({"contents": [{"role": "user", "parts": [{"text": nonce}]}]}).encode()),
     ]
     replies = [{"answer": n} for n in range(3)]
-    _record_elsewhere(store_location, recorded, replies)
+    record_elsewhere(store_location, recorded, replies)
     replayed = [
         (url.replace(OLD_KEY, NEW_KEY), {k: v.replace(OLD_KEY, NEW_KEY) for k, v in h.items()}, b)
         for url, h, b in recorded
@@ -152,7 +121,7 @@ def test_the_sent_digest_replays_exactly_what_canonicalising_replays(store_path)
     streamed = _chat(f"streamed {nonce}")
     sse = [f'data: {{"n": {n}}}\n\n' for n in range(3)] + ["data: [DONE]\n\n"]
     recorded = [same, streamed, same, same]
-    _record_elsewhere(str(store_path), recorded, [{"n": 0}, sse, {"n": 1}, {"n": 2}])
+    record_elsewhere(str(store_path), recorded, [{"n": 0}, sse, {"n": 1}, {"n": 2}])
     # A fourth `same` was never recorded: the miss must read the same either way.
     asked = [*recorded, same]
 
@@ -172,7 +141,7 @@ def test_the_sent_digest_replays_exactly_what_canonicalising_replays(store_path)
 
 def test_a_request_differing_in_a_fingerprinted_byte_takes_the_canonicalising_path(store_path):
     nonce = uuid.uuid4().hex
-    _record_elsewhere(str(store_path), [_chat(f"Ping {nonce}?")], [{"n": 0}])
+    record_elsewhere(str(store_path), [_chat(f"Ping {nonce}?")], [{"n": 0}])
     changed = [_chat(f"Ping {nonce}!")]
     # The same request re-serialised: other bytes, the same fingerprint.
     url, headers, body = _chat(f"Ping {nonce}?")
@@ -195,7 +164,7 @@ def test_an_imported_export_has_no_index_and_replays_by_canonicalising(store_pat
 
     nonce = uuid.uuid4().hex
     requests = [_chat(f"exported {nonce} {n}") for n in range(2)]
-    _record_elsewhere(str(store_path), requests, [{"n": 0}, {"n": 1}])
+    record_elsewhere(str(store_path), requests, [{"n": 0}, {"n": 1}])
     exported, imported = tmp_path / "all.jsonl", tmp_path / "imported"
     for args in (
         ["journal", "export", "--store", str(store_path), "-o", str(exported)],
@@ -214,7 +183,7 @@ def test_an_imported_export_has_no_index_and_replays_by_canonicalising(store_pat
 @pytest.mark.parametrize("mode", ["once", "new_episodes"])
 def test_the_modes_that_replay_use_the_sent_digest(store_path, mode):
     nonce = uuid.uuid4().hex
-    _record_elsewhere(str(store_path), [_chat(nonce)], [{"n": 0}], cassette=mode)
+    record_elsewhere(str(store_path), [_chat(nonce)], [{"n": 0}], cassette=mode)
     client, reached = _offline()
     with Store(store_path) as store, pyrula.cassette(mode, mode=mode, store=store) as cas:
         url, headers, body = _chat(nonce)
