@@ -189,3 +189,19 @@ def test_the_modes_that_replay_use_the_sent_digest(store_path, mode):
         url, headers, body = _chat(nonce)
         assert client.post(url, headers=headers, content=body).json() == {"n": 0}
     assert (reached, cas.stats.sent_hits) == ([], 1)
+
+
+def test_a_store_from_before_the_index_opened_read_only_replays_by_canonicalising(store_path):
+    import lmdb
+
+    nonce = uuid.uuid4().hex
+    record_elsewhere(str(store_path), [_chat(nonce)], [{"n": 0}])
+    env = lmdb.open(str(store_path), max_dbs=16)
+    with env.begin(write=True) as txn:  # as a store written before the index existed
+        txn.drop(env.open_db(b"sent_index", txn=txn), delete=True)
+    env.close()
+
+    with Store(store_path, readonly=True) as store:
+        results, stats = _replay(store, [_chat(nonce)])
+    assert json.loads(results[0][2]) == {"n": 0}
+    assert (stats.replayed, stats.sent_hits) == (1, 0)
