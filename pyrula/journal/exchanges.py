@@ -346,16 +346,25 @@ class Exchanges:
                 raise StoreCorrupt(f"record {record.id}: its request document is {exc}") from exc
 
     def collect_garbage(self) -> int:
-        """Delete blobs no record reaches any more; return how many went.
+        """Delete blobs no record reaches any more, and the sent index's entries whose
+        fingerprint no record carries; return how many blobs went.
 
         One write transaction for the whole sweep: a writer that shares an existing blob while
         we sweep would otherwise lose it.
         """
+        index = self.store.db(sent_index.TABLE)
 
         def sweep(txn: Txn) -> int:
             live: set[bytes] = set()
+            fingerprints: set[str] = set()
             for _key, value in txn.scan(self._db):
-                live |= blobs.blob_refs(txn, self._blobs, _decode(value)[0].request)
+                record = _decode(value)[0]
+                live |= blobs.blob_refs(txn, self._blobs, record.request)
+                fingerprints.add(record.fingerprint)
+            if index is not None:
+                stale = [k for k, v in txn.scan(index) if bytes(v).hex() not in fingerprints]
+                for key in stale:
+                    txn.delete(key, db=index)
             dead = [k for k, _ in txn.scan(self._blobs) if k not in live]
             return sum(1 for k in dead if txn.delete(k, db=self._blobs))
 

@@ -205,3 +205,24 @@ def test_a_store_from_before_the_index_opened_read_only_replays_by_canonicalisin
         results, stats = _replay(store, [_chat(nonce)])
     assert json.loads(results[0][2]) == {"n": 0}
     assert (stats.replayed, stats.sent_hits) == (1, 0)
+
+
+def test_collect_garbage_drops_the_entries_of_deleted_records_only(store_path):
+    nonce = uuid.uuid4().hex
+    kept, deleted = _chat(f"kept {nonce}"), _chat(f"deleted {nonce}")
+    record_elsewhere(str(store_path), [kept, deleted], [{"n": 0}, {"n": 1}])
+    with Store(store_path) as store:
+        exchanges = Exchanges(store)
+        index = store.db("sent_index")
+        assert len(list(store.iter_prefix(index, b""))) == 2
+        # Told apart by their replies: canonicalising them here would warm this process.
+        replies = {
+            key: json.loads(exchanges.body(*exchanges.get(key))) for key, _ in exchanges.scan()
+        }
+        fingerprints = {replies[key]["n"]: record.fingerprint for key, record in exchanges.scan()}
+        exchanges.delete(key for key, reply in replies.items() if reply == {"n": 1})
+        exchanges.collect_garbage()
+        assert [v.hex() for _, v in store.iter_prefix(index, b"")] == [fingerprints[0]]
+        results, stats = _replay(store, [kept])
+    assert json.loads(results[0][2]) == {"n": 0}
+    assert stats.sent_hits == 1
