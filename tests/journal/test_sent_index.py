@@ -226,3 +226,23 @@ def test_collect_garbage_drops_the_entries_of_deleted_records_only(store_path):
         results, stats = _replay(store, [kept])
     assert json.loads(results[0][2]) == {"n": 0}
     assert stats.sent_hits == 1
+
+
+def test_an_async_client_replays_by_the_sent_digest_too(store_path):
+    import asyncio
+
+    nonce = uuid.uuid4().hex
+    record_elsewhere(str(store_path), [_chat(nonce)], [{"n": 0}])
+
+    def provider(request: httpx.Request) -> httpx.Response:
+        raise AssertionError("the provider was reached")
+
+    async def replay() -> Any:
+        transport = pyrula.AsyncHttpxTransport(httpx.MockTransport(provider))
+        async with httpx.AsyncClient(transport=transport) as client:
+            url, headers, body = _chat(nonce)
+            return (await client.post(url, headers=headers, content=body)).json()
+
+    with Store(store_path) as store, pyrula.cassette("sent", mode="none", store=store) as cas:
+        assert asyncio.run(replay()) == {"n": 0}
+    assert cas.stats.sent_hits == 1
