@@ -85,6 +85,7 @@ class Cassette:
         self._seen: dict[str, int] = {}
         self._token: object = None
         self._had_records = False
+        self._finds_sent: bool | None = None  # see `replay_sent`
         self._deleted = 0
         self.stats = CassetteStats()
         self.verify_report: list[VerifyResult] = []
@@ -158,14 +159,21 @@ class Cassette:
             raise self._miss(parts, canonical, occurrence)
         return Live(Callbacks(self._recorder(key, parts, canonical), cap=self._cap))
 
-    def replay_sent(self, sent: bytes) -> Replay | None:
+    @property
+    def replay_sent(self) -> Callable[[bytes], Replay | None] | None:
+        """`_replay_sent` where it may answer: a mode that replays, over a store whose sent index
+        has entries (looked at once per block, and once for the proxy's life); else None, and
+        requests are canonicalised at once, without a digest."""
+        if self._finds_sent is None:
+            self._finds_sent = self.mode not in ("all", "verify") and self.exchanges.finds_sent()
+        return self._replay_sent if self._finds_sent else None
+
+    def _replay_sent(self, sent: bytes) -> Replay | None:
         """The replay of a request recorded before but new to this process, found by its sent
         digest `sent` (`journal/sent_index.py`) without canonicalising it: the same record `plan`
-        would replay, under the same occurrence. None when that is not known at once (another
-        mode, no index entry, no record for this occurrence): then `plan` decides, as always."""
+        would replay, under the same occurrence. None when that is not known at once (no index
+        entry, no record for this occurrence): then `plan` decides, as always."""
         exchanges = self.exchanges
-        if self.mode in ("all", "verify") or not exchanges.finds_sent:
-            return None
         claimed: list[tuple[str, int]] = []
 
         def key_for(fingerprint: bytes) -> bytes:
@@ -288,6 +296,7 @@ class Cassette:
 
     def __enter__(self) -> Cassette:
         self._seen.clear()
+        self._finds_sent = None
         self.stats = CassetteStats()
         self.verify_report = []
         self._deleted = 0

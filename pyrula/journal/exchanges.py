@@ -143,10 +143,12 @@ class Exchanges:
             return None
         return _decoded_record(value, key)
 
-    @property
     def finds_sent(self) -> bool:
-        """Whether `find_sent` can answer here (an LMDB store that has the sent index)."""
-        return self._sent is not None
+        """Whether `find_sent` may answer here: an LMDB store whose sent index holds an entry
+        (one cursor read; a text cassette's cache rebuilt from its file holds none)."""
+        if self._sent is None:
+            return False
+        return next(self.store.iter_prefix(self._sent, b""), None) is not None
 
     def find_sent(
         self, sent: bytes, key_for: Callable[[bytes], bytes]
