@@ -34,7 +34,8 @@ the machine does not change these counts. Those replays repeat requests and reco
 has seen (as a suite replaying its cassettes does), so pyrula's caches of canonical forms and
 decoded records hit; a last pair replays `--block` distinct requests, each record read for the
 first time in the process, against the raw floor sending the same distinct requests: the cost
-with every cache missing.
+with every cache missing (each request found by the store's sent index, its digest as sent,
+without canonicalising it: docs/record-format.md#the-sent-index).
 
 Run: python benchmarks/bench_replay.py [--rounds 5] [--calls 1000] [--block 100] [--profile]
      [--callgrind]

@@ -9,16 +9,20 @@ from ._canonical import FORMAT_VERSION, Canonical, RequestParts, canonical_json
 from ._router import canonicalize, surface_of
 from .diff import diff, nearest
 from .openai_compatible import provider_of
+from .sent import cached_or_sent, indexable, sent_digest
 
 __all__ = [
     "FORMAT_VERSION",
     "Canonical",
     "RequestParts",
+    "cached_or_sent",
     "canonical_json",
     "canonicalize",
     "diff",
+    "indexable",
     "nearest",
     "provider_of",
+    "sent_digest",
     "surface_of",
     "surfaces",
 ]

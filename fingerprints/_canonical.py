@@ -99,12 +99,17 @@ def fingerprint(surface: str, compared: Mapping[str, Any]) -> str:
     # Assembled from pieces, in sorted key order, to skip building and sorting the wrapper dict on
     # every replayed request. ASCII escapes keep the encoder on its fast path.
     digest = hashlib.sha256(b'{"compared":')
-    if _ASCII_CORE is not None:
-        digest.update("".join(_ASCII_CORE(compared, 0)).encode("ascii"))
-    else:
-        digest.update(_ASCII_ENCODER.encode(compared).encode("ascii"))
+    digest.update(ascii_json(compared))
     digest.update(_trailer(surface))
     return digest.hexdigest()
+
+
+def ascii_json(value: Any) -> bytes:
+    """`value` as canonical JSON (sorted keys, no spaces) with every non-ASCII character
+    escaped, through the prebuilt C encoder where there is one."""
+    if _ASCII_CORE is not None:
+        return "".join(_ASCII_CORE(value, 0)).encode("ascii")
+    return _ASCII_ENCODER.encode(value).encode("ascii")
 
 
 @lru_cache(maxsize=64)

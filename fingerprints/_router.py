@@ -84,15 +84,26 @@ _cache: BoundedCache[_Key, Canonical] = BoundedCache(
 )
 
 
+def _cache_key(parts: RequestParts, canonicalizer: Canonicalizer) -> _Key:
+    reads = HEADERS_READ.get(canonicalizer)
+    headers = () if reads is None else tuple(parts.headers.get(h) for h in reads)
+    return (parts.method, parts.url, parts.body, headers)
+
+
+def cached(parts: RequestParts, canonicalizer: Canonicalizer) -> Canonical | None:
+    """The request's canonical form if this process made it recently, else None (nothing is
+    computed): a caller with a cheaper way to a new request's fingerprint asks this first."""
+    if len(parts.body) > _CACHE_BODY_BYTES:
+        return None
+    return _cache.get(_cache_key(parts, canonicalizer))
+
+
 def canonicalize(parts: RequestParts) -> Canonical:
     """Fingerprint one request. Never raises, whatever the body holds."""
     canonicalizer = route_for(parts.method, split_url(parts.url).path)
-    body = parts.body
-    if len(body) > _CACHE_BODY_BYTES:
+    if len(parts.body) > _CACHE_BODY_BYTES:
         return _canonicalize(parts, canonicalizer)
-    reads = HEADERS_READ.get(canonicalizer)
-    headers = () if reads is None else tuple(parts.headers.get(h) for h in reads)
-    key = (parts.method, parts.url, body, headers)
+    key = _cache_key(parts, canonicalizer)
     canonical = _cache.get(key)
     if canonical is None:
         canonical = _canonicalize(parts, canonicalizer)

@@ -158,6 +158,7 @@ class Handler:
             return None
         if self._upstream is None:  # replay mode never builds a client; a Live plan is a bug
             raise PyrulaError("replay mode planned a live call")
+        assert canonical is not None  # only a replay has none
         await self._forward(conn, request, target, forwarded, plan, canonical, close, outcome)
         return None
 

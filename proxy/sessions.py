@@ -13,7 +13,7 @@ from pyrula.fingerprints import Canonical, RequestParts, canonicalize
 
 from pyrula.cassette import Cassette, Mode
 from pyrula.journal.store import Store
-from pyrula.transport.core import Live, Plan
+from pyrula.transport.core import Live, Plan, Replay, fingerprint_or_replay
 
 # What a replay miss through the proxy tells the user: the proxy's flags and headers, not the
 # in-process cassette's modes or pytest's options.
@@ -36,12 +36,16 @@ class Sessions:
         self._cassettes: dict[str, Cassette] = {}
         self._lock = threading.Lock()
 
-    def plan(self, namespace: str, parts: RequestParts) -> tuple[Plan, Canonical]:
-        """Replay, or go live (recording when `Live.sink` is set). May raise ReplayMiss."""
-        canonical = canonicalize(parts)
+    def plan(self, namespace: str, parts: RequestParts) -> tuple[Plan, Canonical | None]:
+        """Replay, or go live (recording when `Live.sink` is set). May raise ReplayMiss. The
+        canonical form is None only for a replay found by the request's sent digest."""
         if self.mode is None:
-            return Live(None), canonical
-        return self.cassette(namespace).plan(parts, canonical), canonical
+            return Live(None), canonicalize(parts)
+        cassette = self.cassette(namespace)
+        canonical = fingerprint_or_replay(cassette, parts)
+        if type(canonical) is Replay:
+            return canonical, None
+        return cassette.plan(parts, canonical), canonical
 
     def cassette(self, namespace: str) -> Cassette:
         found = self._cassettes.get(namespace)

@@ -48,6 +48,8 @@ class CassetteStats:
     replayed: int = 0
     recorded: int = 0
     used: set[bytes] = field(default_factory=set)
+    # Of `replayed`, those found by the request's sent digest without canonicalising it.
+    sent_hits: int = 0
 
 
 class Cassette:
@@ -83,6 +85,7 @@ class Cassette:
         self._seen: dict[str, int] = {}
         self._token: object = None
         self._had_records = False
+        self._finds_sent: bool | None = None  # see `replay_sent`
         self._deleted = 0
         self.stats = CassetteStats()
         self.verify_report: list[VerifyResult] = []
@@ -148,21 +151,59 @@ class Cassette:
                 return Live(None)
             return Live(Callbacks(self._verifier(found[0], found[1], canonical)))
         if found is not None:
-            record, first_page = found
-            with self._lock:
-                stats = self.stats
-                stats.replayed += 1
-                stats.used.add(key)
-            frame_ms = record.extra.get("frame_ms") if record.extra else None
-            return Replay(
-                record.status, record.headers, exchanges.frames(record, first_page), frame_ms
-            )
+            return self._replayed(key, *found)
         if self.mode == "none" or (self.mode == "once" and self._had_records):
             with self._lock:
                 # A miss consumed no recording: a retry of the same request is the same miss.
                 self._seen[canonical.digest] = occurrence
             raise self._miss(parts, canonical, occurrence)
         return Live(Callbacks(self._recorder(key, parts, canonical), cap=self._cap))
+
+    @property
+    def replay_sent(self) -> Callable[[bytes], Replay | None] | None:
+        """`_replay_sent` where it may answer: a mode that replays, over a store whose sent index
+        has entries (looked at once per block, and once for the proxy's life); else None, and
+        requests are canonicalised at once, without a digest."""
+        if self._finds_sent is None:
+            self._finds_sent = self.mode not in ("all", "verify") and self.exchanges.finds_sent()
+        return self._replay_sent if self._finds_sent else None
+
+    def _replay_sent(self, sent: bytes) -> Replay | None:
+        """The replay of a request recorded before but new to this process, found by its sent
+        digest `sent` (`journal/sent_index.py`) without canonicalising it: the same record `plan`
+        would replay, under the same occurrence. None when that is not known at once (no index
+        entry, no record for this occurrence): then `plan` decides, as always."""
+        exchanges = self.exchanges
+        claimed: list[tuple[str, int]] = []
+
+        def key_for(fingerprint: bytes) -> bytes:
+            digest = fingerprint.hex()
+            with self._lock:
+                occurrence = self._seen.get(digest, 0)
+                self._seen[digest] = occurrence + 1
+            claimed.append((digest, occurrence))
+            return self._prefix + fingerprint + _U32.pack(occurrence)
+
+        found = exchanges.find_sent(sent, key_for)
+        if found is None:
+            if claimed:
+                digest, occurrence = claimed[0]
+                with self._lock:  # nothing was consumed: `plan` claims the occurrence again
+                    self._seen[digest] = occurrence
+            return None
+        with self._lock:
+            self.stats.sent_hits += 1
+        return self._replayed(*found)
+
+    def _replayed(self, key: bytes, record: ExchangeRecord, first_page: bytes) -> Replay:
+        with self._lock:
+            stats = self.stats
+            stats.replayed += 1
+            stats.used.add(key)
+        frame_ms = record.extra.get("frame_ms") if record.extra else None
+        return Replay(
+            record.status, record.headers, self.exchanges.frames(record, first_page), frame_ms
+        )
 
     def _recorder(
         self, key: bytes, parts: RequestParts, canonical: Canonical
@@ -255,6 +296,7 @@ class Cassette:
 
     def __enter__(self) -> Cassette:
         self._seen.clear()
+        self._finds_sent = None
         self.stats = CassetteStats()
         self.verify_report = []
         self._deleted = 0

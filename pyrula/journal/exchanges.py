@@ -25,7 +25,7 @@ from typing import Any
 
 from pyrula.errors import RestoreRefused, StoreCorrupt
 from pyrula.fingerprints.bounded import BoundedCache
-from pyrula.journal import blobs
+from pyrula.journal import blobs, sent_index
 from pyrula.journal.records import (
     RECORD_FORMAT,
     ExchangeRecord,
@@ -109,6 +109,17 @@ _DECODED_VALUE_BYTES = 16 * 1024
 _decoded: BoundedCache[bytes, tuple[ExchangeRecord, bytes]] = BoundedCache(8 * 1024 * 1024, len)
 
 
+def _decoded_record(value: bytes, key: bytes) -> tuple[ExchangeRecord, bytes]:
+    """A stored record and its first page, through the cache of recently read ones."""
+    if len(value) > _DECODED_VALUE_BYTES:
+        return _decode(value, key)
+    found: tuple[ExchangeRecord, bytes] | None = _decoded.get(value)
+    if found is None:
+        found = _decode(value, key)
+        _decoded.put(value, found)
+    return found
+
+
 def _page_key(record_id: str, page: int) -> bytes:
     return bytes.fromhex(record_id) + _U32.pack(page)
 
@@ -121,19 +132,43 @@ class Exchanges:
         self._db = store.exchanges_db
         self._frames = store.frames_db
         self._blobs = store.blobs_db
+        # Where a read is a local lookup (LMDB), a replay may find a request by its sent digest
+        # (`sent_index.py`); on a server the extra round trip costs more than it saves.
+        self._sent = None if store.remote else store.db(sent_index.TABLE)
 
     def get(self, key: bytes) -> tuple[ExchangeRecord, bytes] | None:
         """The record under `key` and its first page, from one read."""
         value = self.store.get(self._db, key)
         if value is None:
             return None
-        if len(value) > _DECODED_VALUE_BYTES:
-            return _decode(value, key)
-        found: tuple[ExchangeRecord, bytes] | None = _decoded.get(value)
+        return _decoded_record(value, key)
+
+    def finds_sent(self) -> bool:
+        """Whether `find_sent` may answer here: an LMDB store whose sent index holds an entry
+        (one cursor read; a text cassette's cache rebuilt from its file holds none)."""
+        if self._sent is None:
+            return False
+        return next(self.store.iter_prefix(self._sent, b""), None) is not None
+
+    def find_sent(
+        self, sent: bytes, key_for: Callable[[bytes], bytes]
+    ) -> tuple[bytes, ExchangeRecord, bytes] | None:
+        """The record of a request by its sent digest, in one read transaction: the fingerprint
+        the sent index holds for `sent`, then the record under `key_for(fingerprint)` (32 raw
+        bytes), if it carries that fingerprint. None when either is missing (`key_for` may
+        have been called)."""
+        if self._sent is None:
+            return None
+        found = self.store.get_then(self._sent, sent, key_for, self._db)
         if found is None:
-            found = _decode(value, key)
-            _decoded.put(value, found)
-        return found
+            return None
+        fingerprint, key, value = found
+        if value is None:
+            return None
+        record, first_page = _decoded_record(value, key)
+        if record.fingerprint != fingerprint.hex():
+            return None
+        return key, record, first_page
 
     def frames(self, record: ExchangeRecord, first_page: bytes) -> Iterator[bytes]:
         """The reply's frames in order, one page in memory at a time (page 0's split at once)."""
@@ -313,16 +348,25 @@ class Exchanges:
                 raise StoreCorrupt(f"record {record.id}: its request document is {exc}") from exc
 
     def collect_garbage(self) -> int:
-        """Delete blobs no record reaches any more; return how many went.
+        """Delete blobs no record reaches any more, and the sent index's entries whose
+        fingerprint no record carries; return how many blobs went.
 
         One write transaction for the whole sweep: a writer that shares an existing blob while
         we sweep would otherwise lose it.
         """
+        index = self.store.db(sent_index.TABLE)
 
         def sweep(txn: Txn) -> int:
             live: set[bytes] = set()
+            fingerprints: set[str] = set()
             for _key, value in txn.scan(self._db):
-                live |= blobs.blob_refs(txn, self._blobs, _decode(value)[0].request)
+                record = _decode(value)[0]
+                live |= blobs.blob_refs(txn, self._blobs, record.request)
+                fingerprints.add(record.fingerprint)
+            if index is not None:
+                stale = [k for k, v in txn.scan(index) if bytes(v).hex() not in fingerprints]
+                for key in stale:
+                    txn.delete(key, db=index)
             dead = [k for k, _ in txn.scan(self._blobs) if k not in live]
             return sum(1 for k in dead if txn.delete(k, db=self._blobs))
 

@@ -31,6 +31,8 @@ MIGRATIONS: list[list[str]] = [
         "CREATE TABLE IF NOT EXISTS pyrula_commits "
         "(token bytea PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())",
     ],
+    # 2: the sent index (`journal/sent_index.py`), derived data a replay may skip.
+    [f"CREATE TABLE IF NOT EXISTS {table('sent_index')} (k bytea PRIMARY KEY, v bytea NOT NULL)"],
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyrula.fingerprints import Canonical, RequestParts, canonical_json
-from pyrula.journal import scrub
+from pyrula.journal import scrub, sent_index
 from pyrula.journal.exchanges import Exchange, ExchangeRecord, Exchanges
 from pyrula.journal.store import Txn
 
@@ -90,4 +90,5 @@ def record_exchange(
         namespace=namespace,
         extra=extra,
     )
+    also = sent_index.indexed(exchanges.store, parts, canonical, also)
     return exchanges.put(key, exchange, also=also)

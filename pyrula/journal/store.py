@@ -32,6 +32,7 @@ DATABASES = (
     "tokens",
     "flags",
     "withheld",
+    "sent_index",
 )
 _URL_SCHEMES = ("postgresql://", "postgres://")
 
@@ -180,6 +181,14 @@ class Store:
             value = txn.get(key, db=db)
         return None if value is None else bytes(value)
 
+    def get_then(
+        self, db: Any, key: bytes, then: Callable[[bytes], bytes], then_db: Any
+    ) -> tuple[bytes, bytes, bytes | None] | None:
+        """The value under `key`; the key `then` makes of it; and the value under that key in
+        `then_db`: all from one read transaction. None when the first value is missing."""
+        with self.read() as txn:
+            return chained_get(txn.get, db, key, then, then_db)
+
     def close(self) -> None:
         raise NotImplementedError
 
@@ -238,6 +247,19 @@ class Store:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def chained_get(
+    get: Callable[..., Any], db: Any, key: bytes, then: Callable[[bytes], bytes], then_db: Any
+) -> tuple[bytes, bytes, bytes | None] | None:
+    """`Store.get_then`'s two reads, through one transaction's `get`."""
+    first = get(key, db=db)
+    if first is None:
+        return None
+    first = bytes(first)
+    second_key = then(first)
+    second = get(second_key, db=then_db)
+    return first, second_key, None if second is None else bytes(second)
 
 
 def prefix_end(prefix: bytes) -> bytes:

@@ -208,7 +208,7 @@ class _SyncAdapter(_Adapter):
         inner = self._inner_transport()
         started = time.perf_counter()
         response = inner.handle_request(request)
-        assert isinstance(plan, Live)
+        assert isinstance(plan, Live) and canonical is not None  # only a replay has none
         return self._teed(response, plan, canonical, started, sync=True)
 
     def _inner_transport(self) -> Any:
@@ -233,7 +233,7 @@ class _AsyncAdapter(_Adapter):
         inner = self._inner_transport()
         started = time.perf_counter()
         response = await inner.handle_async_request(request)
-        assert isinstance(plan, Live)
+        assert isinstance(plan, Live) and canonical is not None  # only a replay has none
         return self._teed(response, plan, canonical, started, sync=False)
 
     def _inner_transport(self) -> Any:

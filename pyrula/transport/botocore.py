@@ -76,7 +76,7 @@ class BotocoreHook:
         )
         if isinstance(plan, Replay):
             return AWSResponse(request.url, plan.status, plan.headers, _ReplayedBody(plan.frames))
-        assert isinstance(plan, Live)
+        assert isinstance(plan, Live) and canonical is not None  # only a replay has none
         started = time.perf_counter()
         # The client's own endpoint session: its proxies, timeouts, TLS settings and pool.
         response = self._client._endpoint.http_session.send(request)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from pyrula.errors import PayloadTooLarge, RecordRefused
-from pyrula.fingerprints import Canonical, RequestParts, canonicalize
+from pyrula.fingerprints import Canonical, RequestParts, cached_or_sent, canonicalize
 from pyrula.journal.recorder import Reply
 from pyrula.transport.framing import (
     Completion,
@@ -425,20 +425,40 @@ def plan_request(
     body: bytes,
     *,
     blocking: bool,
-) -> tuple[Plan, Canonical]:
-    """Fingerprint a request and ask `session` what to do with it."""
+) -> tuple[Plan, Canonical | None]:
+    """Fingerprint a request and ask `session` what to do with it. The canonical form is
+    None only for a replay found by the request's sent digest (`fingerprint_or_replay`)."""
     parts = RequestParts(method, url, headers, body)
-    canonical = canonicalize(parts)
+    canonical = fingerprint_or_replay(session, parts)
+    if type(canonical) is Replay:
+        return canonical, None
     return session.plan(parts, canonical, blocking=blocking), canonical
+
+
+def fingerprint_or_replay(session: Session, parts: RequestParts) -> Canonical | Replay:
+    """The request's canonical form; or, from a session that finds recordings by a request's
+    digest as sent (a cassette's `replay_sent`), the replay of a request new to the process
+    found that way, without canonicalising it."""
+    replay_sent: Callable[[bytes], Replay | None] | None = getattr(
+        session, "replay_sent", None
+    )
+    if replay_sent is None:
+        return canonicalize(parts)
+    known = cached_or_sent(parts)
+    if type(known) is not bytes:
+        return known
+    return replay_sent(known) or canonicalize(parts)
 
 
 async def aplan_request(
     session: Session, method: str, url: str, headers: Mapping[str, str], body: bytes
-) -> tuple[Plan, Canonical]:
+) -> tuple[Plan, Canonical | None]:
     """`plan_request` for an async client: a session with an `aplan` (a run's, whose plan
     reads a store that may sit on a server) is asked without blocking the event loop."""
     parts = RequestParts(method=method, url=url, headers=headers, body=body)
-    canonical = canonicalize(parts)
+    canonical = fingerprint_or_replay(session, parts)
+    if type(canonical) is Replay:
+        return canonical, None
     aplan: Callable[[RequestParts, Canonical], Awaitable[Plan]] | None = getattr(
         session, "aplan", None
     )

@@ -83,6 +83,23 @@ def test_an_older_schema_asks_for_migrate_and_migrate_brings_it_up():
         assert store.stat()["schema"] == SCHEMA_VERSION
 
 
+def test_a_schema_1_store_migrates_to_the_sent_index_and_keeps_what_it_held():
+    url = fresh_url()
+    with Store(url) as store:
+        store.write(lambda txn: txn.put(b"k", b"v", db=store.db("events")))
+    with psycopg.connect(url, autocommit=True) as conn:  # as schema 1 left it
+        conn.execute("DROP TABLE pyrula_sent_index")
+        conn.execute("UPDATE pyrula_meta SET v = %s WHERE k = 'schema'::bytea", (b"1",))
+    with pytest.raises(StoreFormatError, match="schema 1; this Pyrula needs 2"):
+        Store(url)
+    Store(url, migrate=True).close()
+    assert "pyrula_sent_index" in _tables(url)
+    with Store(url) as store:
+        assert store.stat()["schema"] == SCHEMA_VERSION == 2
+        assert store.get(store.db("events"), b"k") == b"v"
+        store.write(lambda txn: txn.put(b"s" * 32, b"f" * 32, db=store.db("sent_index")))
+
+
 def test_the_location_shown_never_carries_the_password():
     assert (
         display("postgresql://me:s3cret@db.internal/runs") == "postgresql://me:***@db.internal/runs"

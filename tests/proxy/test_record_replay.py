@@ -8,6 +8,7 @@ import logging
 import socket
 import ssl
 import threading
+import uuid
 
 import anthropic
 import openai
@@ -403,3 +404,28 @@ def test_the_proxy_records_into_and_replays_from_a_postgresql_store(standin):
     assert standin.count() == served
     assert replayed.model_dump() == live.model_dump()
     assert len(records(url)) == 1
+
+
+def test_a_request_recorded_by_another_process_replays_through_the_proxy_uncanonicalised(store):
+    """The proxy finds a request new to its process by its digest as sent, whatever key the
+    client sends: the request is never canonicalised here."""
+    from pyrula.fingerprints import Canonical, RequestParts, cached_or_sent
+
+    from tests.fakes.elsewhere import record_elsewhere
+
+    ask = [{"role": "user", "content": f"proxied {uuid.uuid4().hex}"}]
+    body = json.dumps({"messages": ask, "model": "gpt-test"}).encode()
+    headers = {"authorization": "Bearer sk-recorded-0123456789", "content-type": "application/json"}
+    recorded = ("https://api.openai.com/v1/chat/completions", headers, body)
+    record_elsewhere(str(store), [recorded], [chat_completion("from elsewhere")], cassette="shared")
+    with running(store, "replay", cassette="shared") as proxy:
+        client = OPENAI_LIB.Client()
+        reply = client.post(
+            proxy.base_url("openai") + "/v1/chat/completions",
+            content=body,
+            headers={"authorization": f"Bearer {KEY}", "content-type": "application/json"},
+        )
+    assert reply.status_code == 200
+    assert reply.json()["choices"][0]["message"]["content"] == "from elsewhere"
+    parts = RequestParts("POST", recorded[0], recorded[1], body)
+    assert not isinstance(cached_or_sent(parts), Canonical)
