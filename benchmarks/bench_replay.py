@@ -35,7 +35,9 @@ has seen (as a suite replaying its cassettes does), so pyrula's caches of canoni
 decoded records hit; a last pair replays `--block` distinct requests, each record read for the
 first time in the process, against the raw floor sending the same distinct requests: the cost
 with every cache missing (each request found by the store's sent index, its digest as sent,
-without canonicalising it: docs/record-format.md#the-sent-index).
+without canonicalising it: docs/record-format.md#the-sent-index). The last row replays as many
+other distinct requests from a text cassette whose cache was just built from its file, as in a
+fresh clone or on CI (the file carries each record's sent digest).
 
 Run: python benchmarks/bench_replay.py [--rounds 5] [--calls 1000] [--block 100] [--profile]
      [--callgrind]
@@ -48,6 +50,7 @@ import io
 import json
 import pstats
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -105,13 +108,23 @@ def raw_call(client: httpx.Client, request: bytes = RAW_REQUEST) -> bytes:
     return client.post(RAW_URL, content=request, headers=RAW_HEADERS).content
 
 
-def cold_requests(count: int) -> list[bytes]:
+def cold_requests(count: int, word: str = "Ping") -> list[bytes]:
     """`count` distinct raw requests: replayed once each, they hit no cache of pyrula's."""
     return [
-        json.dumps({"messages": [*MESSAGES, {"role": "user", "content": f"Ping {i}?"}],
+        json.dumps({"messages": [*MESSAGES, {"role": "user", "content": f"{word} {i}?"}],
                     "model": MODEL}).encode()
         for i in range(count)
     ]
+
+
+TEXT_WORD = "Pong"  # the distinct requests of the text cassette (new to the child as well)
+
+
+def text_cassette(store_path: str) -> tuple[Path, Path]:
+    """The text cassette the cold text row replays (its file) and the cache that a fresh clone
+    builds from it (a folder no one has opened yet)."""
+    base = Path(store_path).parent
+    return base / "cassettes" / "raw-cold-text.json", base / "clone-cache"
 
 
 def response_json(content: str) -> bytes:
@@ -211,6 +224,10 @@ def main() -> None:
                 assert raw_call(raw_pyrula) == BODY
         with pyrula.cassette("raw-cold", mode="all", store=setup_store):
             for request in cold_requests(block):
+                assert raw_call(raw_pyrula, request) == BODY
+        file, _ = text_cassette(str(store_path))
+        with pyrula.cassette("raw-cold-text", mode="all", store=tmp / "recording-cache", path=file):
+            for request in cold_requests(block, TEXT_WORD):
                 assert raw_call(raw_pyrula, request) == BODY
         for surface, ask in SURFACES.items():
             with pyrula.cassette(surface, mode="all", store=setup_store):
@@ -387,6 +404,7 @@ CG_VARIANTS = (
     "SDK pyrula: chat.completions.create replay",
     "cold raw floor: distinct requests, bare MockTransport",
     "cold raw pyrula: distinct requests, each record's first replay in the process",
+    "cold raw pyrula: distinct requests from a text cassette, its cache built from the file",
 )
 
 
@@ -426,14 +444,30 @@ def callgrind_child(store_path: str, block: int) -> None:
         assert cas.stats.replayed == block
         return block
 
+    # A fresh clone's text cassette: the file is there, its cache is built at the first open
+    # (before the marks, as a suite's first test pays it once); then each request replays once.
+    file, clone_cache = text_cassette(store_path)
+    clone = pyrula.Store(clone_cache)
+    with pyrula.cassette("raw-cold-text", mode="none", store=clone, path=file):
+        pass
+
+    def cold_text_replay() -> int:
+        with pyrula.cassette("raw-cold-text", mode="none", store=clone, path=file) as cas:
+            for request in cold_requests(block, TEXT_WORD):
+                raw_call(raw_pyrula, request)
+        assert cas.stats.replayed == block
+        return block
+
     raw = list(raw_variants(store, raw_floor, raw_pyrula, block).values())
     segments = [*raw, sdk_floor, sdk_replay]
     for fn in segments:  # warm twice: caches, the store's pages, the SDK's lazy imports
         fn()
     cg_mark()
-    for fn in [*segments, cold_floor, cold_replay]:  # the cold pair runs once: first reads
+    # The cold ones run once: first reads.
+    for fn in [*segments, cold_floor, cold_replay, cold_text_replay]:
         fn()
         cg_mark()
+    clone.close()
     store.close()
 
 

@@ -8,7 +8,7 @@ that record different tests never touch the same file:
       "exchanges": [
         {
           "elapsed_ms": 12.5,
-          "extra": {},
+          "extra": {"sent": "<64 hex digits>"},
           "fingerprint": "<64 hex digits>",
           "headers": [["content-type", "application/json"]],
           "method": "POST",
@@ -25,7 +25,9 @@ that record different tests never touch the same file:
       "pyrula_cassette": 1
     }
 
-`request` is the scrubbed canonical request, exactly as the store keeps it. `reply` is the body:
+`request` is the scrubbed canonical request, exactly as the store keeps it; `extra.sent` the
+digest of the request as it was sent (one-way, no credential in it), from which rebuilding the
+cache writes the store's sent index (`sent_index.py`). `reply` is the body:
 `{"json": ..., "layout": ...}` for a one-line JSON body that one of the layouts below writes back
 byte for byte, `{"lines": [...]}` for other UTF-8 text, `{"frames": [...]}` for a stream (one SSE
 frame per line; a frame that is not UTF-8 as `{"base64": ...}`), `{"base64": ...}` otherwise.

@@ -245,6 +245,7 @@ class Exchanges:
         `index` says which).
         """
         packed = [_pack(item.frames) for item in exchanges]
+        sent_db = self.store.db(sent_index.TABLE)
 
         def commit(txn: Txn) -> int:
             # Frame pages are keyed by record id: an id may belong to one key only.
@@ -279,6 +280,7 @@ class Exchanges:
                         "export it again",
                         index=index,
                     ) from exc
+                sent_index.restore_entry(txn, sent_db, record)
             return replaced
 
         return self.store.write(commit)

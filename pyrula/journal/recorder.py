@@ -76,6 +76,9 @@ def record_exchange(
     extra = dict(extra or {})
     if reply.streamed and reply.frame_ms and len(reply.frame_ms) == len(frames):
         extra["frame_ms"] = [round(ms, 1) for ms in reply.frame_ms]
+    sent = sent_index.digest(parts, canonical)
+    if sent is not None:  # kept with the record, so an export or a text cassette carries it
+        extra[sent_index.EXTRA] = sent.hex()
     exchange = Exchange(
         request_doc=request_document(parts, canonical, secrets),
         surface=canonical.surface,
@@ -90,5 +93,5 @@ def record_exchange(
         namespace=namespace,
         extra=extra,
     )
-    also = sent_index.indexed(exchanges.store, parts, canonical, also)
+    also = sent_index.indexed(exchanges.store, sent, canonical, also)
     return exchanges.put(key, exchange, also=also)

@@ -7,33 +7,42 @@ headers its canonicalizer reads, body) against its fingerprint, so a replay find
 with one hash and one read in the read that fetches the record (`Exchanges.find_sent`).
 
 It is derived data: nothing but that mapping, 32 bytes to 32 bytes, no request bytes and nothing
-of a credential. An export, an import and a text cassette do not carry it; a request it does not
-know takes the canonicalising path, which decides every replay exactly as before. Generic
-requests are never indexed (`fingerprints.indexable`).
+of a credential. Each record also keeps its own entry's digest, as `extra["sent"]` (hex), so an
+export, its import and a text cassette carry it, and `Exchanges.restore` (an import, a text
+cassette's cache rebuilt from its file) writes the entry again (`restore_entry`). A request the
+index does not know takes the canonicalising path, which decides every replay exactly as before.
+Generic requests are never indexed (`fingerprints.indexable`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from pyrula.fingerprints import Canonical, RequestParts, indexable, sent_digest
 from pyrula.journal.records import ExchangeRecord
 from pyrula.journal.store import Store, Txn
 
 TABLE = "sent_index"
+EXTRA = "sent"  # the record's `extra` field holding its entry's digest, as hex
 
 Also = Callable[[Txn, ExchangeRecord], None]
 
 
+def digest(parts: RequestParts, canonical: Canonical) -> bytes | None:
+    """The request's sent digest, or None when its surface is not indexed."""
+    return sent_digest(parts) if indexable(canonical.surface) else None
+
+
 def indexed(
-    store: Store, parts: RequestParts, canonical: Canonical, also: Also | None
+    store: Store, sent: bytes | None, canonical: Canonical, also: Also | None
 ) -> Also | None:
-    """`also` (what a record's write transaction adds) with the request's index entry added
-    too, in the same transaction; `also` itself when the request is not to be indexed."""
+    """`also` (what a record's write transaction adds) with the request's index entry (`sent`,
+    from `digest`) added too, in the same transaction; `also` itself when there is none."""
     db = store.db(TABLE)
-    if db is None or not indexable(canonical.surface):
+    if db is None or sent is None:
         return also
-    key = sent_digest(parts)
+    key = sent
     value = bytes.fromhex(canonical.digest)
 
     def put(txn: Txn, record: ExchangeRecord) -> None:
@@ -42,3 +51,18 @@ def indexed(
             also(txn, record)
 
     return put
+
+
+def restore_entry(txn: Txn, db: Any, record: ExchangeRecord) -> None:
+    """Write the index entry a restored record carries (`extra["sent"]`), if it carries a
+    well-formed one for a surface that is indexed; anything else is left out, as derived data
+    may be: its request is then canonicalised on replay."""
+    sent = record.extra.get(EXTRA) if record.extra else None
+    if db is None or not isinstance(sent, str) or not indexable(record.surface):
+        return
+    try:
+        key, value = bytes.fromhex(sent), bytes.fromhex(record.fingerprint)
+    except ValueError:
+        return
+    if len(key) == len(value) == 32:
+        txn.put(key, value, db=db)

@@ -21,7 +21,7 @@ def provider(request):
                               content="".join(reply).encode())
     return httpx.Response(200, json=reply)
 client = httpx.Client(transport=pyrula.HttpxTransport(httpx.MockTransport(provider)))
-with pyrula.cassette(spec["cassette"], mode="all", store=spec["store"]):
+with pyrula.cassette(spec["cassette"], mode="all", store=spec["store"], path=spec["path"]):
     for url, headers, body in spec["requests"]:
         client.post(url, headers=headers, content=body.encode())
 """
@@ -30,13 +30,19 @@ Request = tuple[str, dict[str, str], bytes]
 
 
 def record_elsewhere(
-    store: str, requests: list[Request], replies: list[Any], cassette: str = "sent"
+    store: str,
+    requests: list[Request],
+    replies: list[Any],
+    cassette: str = "sent",
+    path: str | None = None,
 ) -> None:
-    """Record `requests` (url, headers, UTF-8 body) into `cassette` of `store` from a child
-    process, the stand-in provider answering the n-th with `replies[n]`."""
+    """Record `requests` (url, headers, UTF-8 body) into `cassette` of `store` (a text cassette
+    at `path`, the store its cache, when given) from a child process, the stand-in provider
+    answering the n-th with `replies[n]`."""
     spec = {
         "store": store,
         "cassette": cassette,
+        "path": path,
         "requests": [(url, headers, body.decode()) for url, headers, body in requests],
         "replies": replies,
     }

@@ -159,25 +159,84 @@ def test_a_request_differing_in_a_fingerprinted_byte_takes_the_canonicalising_pa
         assert (stats.replayed, stats.sent_hits) == (1, 0)
 
 
-def test_an_imported_export_has_no_index_and_replays_by_canonicalising(store_path, tmp_path):
+def _export_import(store_path: Path, tmp_path: Path, strip_sent: bool = False) -> Path:
+    """Export `store_path` and import it into a new store (each record's `extra.sent` taken out
+    first with `strip_sent`, as an export of records from before it was kept); its path."""
     from pyrula.cli.app import app
 
+    exported, imported = tmp_path / "all.jsonl", tmp_path / "imported"
+    result = CliRunner().invoke(app, ["journal", "export", "--store", str(store_path), "-o",
+                                      str(exported)])
+    assert result.exit_code == 0, result.output
+    if strip_sent:
+        lines = [json.loads(line) for line in exported.read_text().splitlines()]
+        for line in lines:
+            assert line["record"]["extra"].pop("sent")
+        exported.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    result = CliRunner().invoke(app, ["journal", "import", str(exported), "--store",
+                                      str(imported)])
+    assert result.exit_code == 0, result.output
+    return imported
+
+
+def test_an_imported_export_carries_the_index_and_replays_by_the_sent_digest(store_path, tmp_path):
     nonce = uuid.uuid4().hex
     requests = [_chat(f"exported {nonce} {n}") for n in range(2)]
     record_elsewhere(str(store_path), requests, [{"n": 0}, {"n": 1}])
-    exported, imported = tmp_path / "all.jsonl", tmp_path / "imported"
-    for args in (
-        ["journal", "export", "--store", str(store_path), "-o", str(exported)],
-        ["journal", "import", str(exported), "--store", str(imported)],
-    ):
-        result = CliRunner().invoke(app, args)
-        assert result.exit_code == 0, result.output
+    with Store(store_path) as store:
+        index = dict(store.iter_prefix(store.db("sent_index"), b""))
 
-    with Store(imported) as store:
+    with Store(_export_import(store_path, tmp_path)) as store:
+        assert dict(store.iter_prefix(store.db("sent_index"), b"")) == index
+        results, stats = _replay(store, requests)
+    assert [json.loads(r[2]) for r in results] == [{"n": 0}, {"n": 1}]
+    assert (stats.replayed, stats.sent_hits) == (2, 2)
+
+
+def test_records_without_their_digest_import_with_no_index_and_replay_by_canonicalising(
+    store_path, tmp_path
+):
+    nonce = uuid.uuid4().hex
+    requests = [_chat(f"exported {nonce} {n}") for n in range(2)]
+    record_elsewhere(str(store_path), requests, [{"n": 0}, {"n": 1}])
+
+    with Store(_export_import(store_path, tmp_path, strip_sent=True)) as store:
         assert list(store.iter_prefix(store.db("sent_index"), b"")) == []
         results, stats = _replay(store, requests)
     assert [json.loads(r[2]) for r in results] == [{"n": 0}, {"n": 1}]
     assert (stats.replayed, stats.sent_hits) == (2, 0)
+
+
+def test_a_text_cassettes_rebuilt_cache_replays_by_the_sent_digest(tmp_path):
+    """A fresh clone (CI): the cassette file is all there is; its cache is built from it."""
+    nonce = uuid.uuid4().hex
+    requests = [_chat(f"in a file {nonce}"), _chat(f"in a file {nonce}", key=OLD_KEY)]
+    file = tmp_path / "cassettes" / "test_chat.json"
+    record_elsewhere(str(tmp_path / "cache"), requests, [{"n": 0}, {"n": 1}], path=str(file))
+    entries = json.loads(file.read_text())["exchanges"]
+    assert [len(e["extra"]["sent"]) for e in entries] == [64, 64]
+    assert OLD_KEY not in file.read_text() and NEW_KEY not in file.read_text()
+
+    client, reached = _offline()
+    with pyrula.cassette("sent", mode="none", store=tmp_path / "clone", path=file) as cas:
+        replies = [client.post(url, headers=h, content=b).json() for url, h, b in requests]
+    assert (replies, reached) == ([{"n": 0}, {"n": 1}], [])
+    assert (cas.stats.replayed, cas.stats.sent_hits) == (2, 2)
+
+
+def test_a_garbled_digest_in_a_cassette_file_is_left_out_and_the_request_canonicalised(tmp_path):
+    nonce = uuid.uuid4().hex
+    file = tmp_path / "test_chat.json"
+    record_elsewhere(str(tmp_path / "cache"), [_chat(nonce)], [{"n": 0}], path=str(file))
+    document = json.loads(file.read_text())
+    document["exchanges"][0]["extra"]["sent"] = "not hex"
+    file.write_text(json.dumps(document))
+
+    client, reached = _offline()
+    with pyrula.cassette("sent", mode="none", store=tmp_path / "clone", path=file) as cas:
+        url, headers, body = _chat(nonce)
+        assert client.post(url, headers=headers, content=body).json() == {"n": 0}
+    assert (cas.stats.replayed, cas.stats.sent_hits, reached) == (1, 0, [])
 
 
 @pytest.mark.parametrize("mode", ["once", "new_episodes"])
