@@ -80,6 +80,7 @@ from _common import (
 from rich.table import Table
 
 import pyrula
+from pyrula.journal import cassette_file
 
 TARGET = 1.15
 MESSAGES = [
@@ -117,14 +118,30 @@ def cold_requests(count: int, word: str = "Ping") -> list[bytes]:
     ]
 
 
-TEXT_WORD = "Pong"  # the distinct requests of the text cassette (new to the child as well)
+# The text cassettes of the cold text rows, by the word of their distinct requests (new to the
+# child as well): one as a file from before records kept their sent digest, one as recorded now
+# (in this order: a later segment of the child tends to count more, so the order is against it).
+TEXT_CASSETTES = {"Pung": "raw-cold-text-undigested", "Pong": "raw-cold-text"}
 
 
-def text_cassette(store_path: str) -> tuple[Path, Path]:
-    """The text cassette the cold text row replays (its file) and the cache that a fresh clone
-    builds from it (a folder no one has opened yet)."""
+def text_cassette(store_path: str, name: str) -> tuple[Path, Path]:
+    """A text cassette the cold text rows replay (its file), and the cache a fresh clone builds
+    from the files (a folder no one has opened yet)."""
     base = Path(store_path).parent
-    return base / "cassettes" / "raw-cold-text.json", base / "clone-cache"
+    return base / "cassettes" / f"{name}.json", base / "clone-cache"
+
+
+def record_text_cassettes(store_path: str, client: httpx.Client, block: int) -> None:
+    for word, name in TEXT_CASSETTES.items():
+        file, _ = text_cassette(store_path, name)
+        with pyrula.cassette(name, mode="all", store=file.parent / "cache", path=file):
+            for request in cold_requests(block, word):
+                assert raw_call(client, request) == BODY
+    file, _ = text_cassette(store_path, TEXT_CASSETTES["Pung"])
+    document = json.loads(file.read_text())
+    for entry in document["exchanges"]:
+        del entry["extra"]["sent"]
+    file.write_text(cassette_file.dumps(document))
 
 
 def response_json(content: str) -> bytes:
@@ -225,10 +242,7 @@ def main() -> None:
         with pyrula.cassette("raw-cold", mode="all", store=setup_store):
             for request in cold_requests(block):
                 assert raw_call(raw_pyrula, request) == BODY
-        file, _ = text_cassette(str(store_path))
-        with pyrula.cassette("raw-cold-text", mode="all", store=tmp / "recording-cache", path=file):
-            for request in cold_requests(block, TEXT_WORD):
-                assert raw_call(raw_pyrula, request) == BODY
+        record_text_cassettes(str(store_path), raw_pyrula, block)
         for surface, ask in SURFACES.items():
             with pyrula.cassette(surface, mode="all", store=setup_store):
                 for _ in range(block):
@@ -404,7 +418,8 @@ CG_VARIANTS = (
     "SDK pyrula: chat.completions.create replay",
     "cold raw floor: distinct requests, bare MockTransport",
     "cold raw pyrula: distinct requests, each record's first replay in the process",
-    "cold raw pyrula: distinct requests from a text cassette, its cache built from the file",
+    "cold raw pyrula: distinct requests from a text cassette without sent digests (as before)",
+    "cold raw pyrula: the same from a text cassette as recorded now, its cache built from it",
 )
 
 
@@ -446,17 +461,22 @@ def callgrind_child(store_path: str, block: int) -> None:
 
     # A fresh clone's text cassette: the file is there, its cache is built at the first open
     # (before the marks, as a suite's first test pays it once); then each request replays once.
-    file, clone_cache = text_cassette(store_path)
-    clone = pyrula.Store(clone_cache)
-    with pyrula.cassette("raw-cold-text", mode="none", store=clone, path=file):
-        pass
+    clone = pyrula.Store(text_cassette(store_path, "")[1])
+    cold_text = []
+    for word, name in TEXT_CASSETTES.items():
+        file, _ = text_cassette(store_path, name)
+        with pyrula.cassette(name, mode="none", store=clone, path=file):
+            pass
 
-    def cold_text_replay() -> int:
-        with pyrula.cassette("raw-cold-text", mode="none", store=clone, path=file) as cas:
-            for request in cold_requests(block, TEXT_WORD):
-                raw_call(raw_pyrula, request)
-        assert cas.stats.replayed == block
-        return block
+        def replay(word: str = word, name: str = name, file: Path = file) -> int:
+            with pyrula.cassette(name, mode="none", store=clone, path=file) as cas:
+                for request in cold_requests(block, word):
+                    raw_call(raw_pyrula, request)
+            assert cas.stats.replayed == block
+            assert cas.stats.sent_hits == (block if word == "Pong" else 0)
+            return block
+
+        cold_text.append(replay)
 
     raw = list(raw_variants(store, raw_floor, raw_pyrula, block).values())
     segments = [*raw, sdk_floor, sdk_replay]
@@ -464,7 +484,7 @@ def callgrind_child(store_path: str, block: int) -> None:
         fn()
     cg_mark()
     # The cold ones run once: first reads.
-    for fn in [*segments, cold_floor, cold_replay, cold_text_replay]:
+    for fn in [*segments, cold_floor, cold_replay, *cold_text]:
         fn()
         cg_mark()
     clone.close()
