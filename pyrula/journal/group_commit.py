@@ -226,7 +226,8 @@ def commit_group(
     while True:
         live = [write for index, write in enumerate(group) if index not in failed]
         try:
-            results = store.write(run, scope=_scope(live))
+            fenced_only = after and all(write.fast is not None for write in live)
+            results = store.write(run, scope=_scope(live), fenced_only=fenced_only)
         except _Failed as failure:
             failed[failure.index] = failure.error
             if len(failed) == len(group):

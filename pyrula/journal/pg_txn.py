@@ -81,10 +81,19 @@ class PgTxn:
     """One transaction on a PostgreSQL store, behind the store's `Txn` interface: a pipelined
     write transaction, or (with `store`) autocommit reads retried on a lost connection."""
 
-    __slots__ = ("conn", "cur", "fenced", "pipeline", "sent", "store", "woken")
+    __slots__ = ("conn", "cur", "fenced", "kept_only", "pipeline", "sent", "store", "woken")
 
-    def __init__(self, conn: Any, pipeline: Any, *, store: PostgresStore | None = None) -> None:
+    def __init__(
+        self,
+        conn: Any,
+        pipeline: Any,
+        *,
+        store: PostgresStore | None = None,
+        kept_only: bool = False,
+    ) -> None:
         self.conn = conn
+        # A `fenced_only` write's body: it may keep fenced puts, and nothing else.
+        self.kept_only = kept_only
         self.cur = conn.cursor(binary=True)
         self.pipeline = pipeline
         self.store = store
@@ -97,6 +106,7 @@ class PgTxn:
         """Execute one statement; in a read, retry it on a fresh connection if this one is
         lost (an autocommit read is safe to repeat)."""
         if self.store is None:
+            self._refuse_if_kept_only()
             # In a write, a read ends with a Sync rather than a Flush: the server then counts
             # the transaction idle while the body works on the answer, so that
             # `idle_in_transaction_session_timeout` can end it if the body never comes back.
@@ -114,7 +124,15 @@ class PgTxn:
                 self.cur = self.conn.cursor(binary=True)
                 delay = min(delay * 2, 2.0)
 
+    def _refuse_if_kept_only(self) -> None:
+        if self.kept_only:
+            raise StoreError(
+                "a fenced-only write may only keep fenced puts, and read their answers after "
+                "its commit"
+            )
+
     def wake(self) -> None:
+        self._refuse_if_kept_only()
         self.send()
         if not self.woken:
             self.woken = True
@@ -144,6 +162,8 @@ class PgTxn:
 
     def flush(self) -> None:
         """Send the fenced puts kept so far and learn which were added."""
+        if self.fenced:
+            self._refuse_if_kept_only()
         self.send()
         self.collect()
 
@@ -208,6 +228,7 @@ class PgTxn:
     def put(self, key: bytes, value: bytes, *, db: str, overwrite: bool = True) -> bool:
         """Write `value` under `key`; True if written. An overwriting put is left in the
         pipeline (it always writes); `overwrite=False` waits to learn whether the key was new."""
+        self._refuse_if_kept_only()
         self.send()
         if overwrite:
             self.cur.execute(SQL[db]["put"], (key, value))
@@ -216,6 +237,7 @@ class PgTxn:
         return self._rowcount() > 0
 
     def delete(self, key: bytes, *, db: str) -> bool:
+        self._refuse_if_kept_only()
         self.send()
         self.cur.execute(SQL[db]["delete"], (key,))
         return self._rowcount() > 0

@@ -205,17 +205,26 @@ class PostgresStore(Store):
                 found = self._wakeups[loop] = Wakeups(self.url)
         return found
 
-    def write(self, fn: Callable[[Txn], T], *, scope: Sequence[str] | None = None) -> T:
+    def write(
+        self,
+        fn: Callable[[Txn], T],
+        *,
+        scope: Sequence[str] | None = None,
+        fenced_only: bool = False,
+    ) -> T:
         """Run `fn` in one serialised transaction and commit it; retry a lost connection.
 
         `fn` may run more than once (after a lost connection), so it must only touch the
-        transaction."""
+        transaction. `fenced_only`: `fn` only keeps fenced puts (`Txn.put_fenced`, their
+        answers read after the commit); the write is then sent after `fn` returns, without
+        BEGIN and COMMIT, as the one implicit transaction of its batch."""
         if self.readonly:
             raise StoreError(f"{self.location} was opened read-only")
         token = os.urandom(16)
         deadline = time.monotonic() + retry_seconds()
         delay = 0.05
         names = sorted(set(scope)) if scope is not None else None
+        begin = (begin_write(names), (token, *(names or ())))
         while True:
             done = False
             txn: PgTxn | None = None
@@ -223,15 +232,22 @@ class PostgresStore(Store):
                 with self.pool.connection() as conn:
                     # One batch: BEGIN, the token and the locks, the body's statements, its
                     # fenced puts and COMMIT; a body that waits for no answer (a fenced put's
-                    # is read after the commit) costs one round trip.
+                    # is read after the commit) costs one round trip. Fenced only: the token
+                    # and locks and the fenced puts, committed by the batch's Sync.
                     try:
                         with conn.pipeline() as pipeline:
-                            txn = PgTxn(conn, pipeline)
-                            txn.cur.execute("BEGIN")
-                            txn.cur.execute(begin_write(names), (token, *(names or ())))
-                            result = fn(txn)
-                            txn.send()
-                            txn.cur.execute("COMMIT")
+                            txn = PgTxn(conn, pipeline, kept_only=fenced_only)
+                            if fenced_only:
+                                result = fn(txn)  # nothing sent yet: a raise leaves nothing
+                                txn.kept_only = False
+                                txn.cur.execute(*begin)
+                                txn.send()
+                            else:
+                                txn.cur.execute("BEGIN")
+                                txn.cur.execute(*begin)
+                                result = fn(txn)
+                                txn.send()
+                                txn.cur.execute("COMMIT")
                             done = True
                     except self.retryable:
                         raise

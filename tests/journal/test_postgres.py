@@ -9,7 +9,7 @@ import threading
 import psycopg
 import pytest
 
-from pyrula.errors import StoreFormatError, StoreNotFound, StoreUnavailable
+from pyrula.errors import StoreError, StoreFormatError, StoreNotFound, StoreUnavailable
 from pyrula.journal import Store
 from pyrula.journal.group_commit import MISSED, _Write, commit_group, group_commit
 from pyrula.journal.pg_schema import SCHEMA_VERSION
@@ -254,17 +254,39 @@ def _fenced(key: bytes, fence: bytes, traces: list[WireTrace] | None = None) -> 
 
 
 def test_a_group_of_fenced_facts_costs_one_round_trip_with_its_commit():
-    # BEGIN, the token and lock, the group's one fenced statement and COMMIT go out in one
-    # batch; the answers are read after the commit (before: four round trips).
+    # The token and lock and the group's one fenced statement go out in one batch, committed
+    # by its Sync (no BEGIN, no COMMIT); the answers are read after it (before: four round
+    # trips, BEGIN and COMMIT among them).
     with Store(fresh_url()) as store:
         store.write(lambda txn: txn.put(b"lease", b"mine", db="flags"))
         traces: list[WireTrace] = []
         writes = [_fenced(f"k{n}".encode(), b"mine", traces) for n in range(4)]
         assert commit_group(store, writes) == [(True, "fast")] * 4
         traces[0].__exit__()
-        assert traces[0].round_trips == 1
-        assert traces[0].statements == ["WITH", "COMMIT"]
+        assert (traces[0].round_trips, traces[0].statements) == (1, ["WITH", "WITH"])
         assert store.get("events", b"k3") == b"fast"
+
+        # With a write that has no fast form, the group is one explicit transaction.
+        def plain(txn):
+            traces.append(WireTrace(txn.conn).__enter__())
+            txn.put(b"plain", b"v", db="flags")
+
+        outcomes = commit_group(store, [_fenced(b"k9", b"mine"), plain])
+        assert outcomes == [(True, "fast"), (True, None)]
+        traces[1].__exit__()
+        assert (traces[1].round_trips, traces[1].statements) == (1, ["WITH", "INSERT", "COMMIT"])
+
+
+def test_a_fenced_only_write_that_does_more_is_refused_and_writes_nothing():
+    with Store(fresh_url()) as store:
+
+        def more(txn):
+            txn.put_fenced(b"k", b"v", db="events", after=None, fence=None)
+            txn.put(b"other", b"v", db="flags")
+
+        with pytest.raises(StoreError, match="fenced-only write may only keep fenced puts"):
+            store.write(more, fenced_only=True)
+        assert (store.get("events", b"k"), store.get("flags", b"other")) == (None, None)
 
 
 def test_a_fenced_fact_that_missed_runs_its_full_write_once_the_group_committed():
