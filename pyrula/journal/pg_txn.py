@@ -195,11 +195,12 @@ class PgTxn:
 
     def collect(self) -> None:
         """Read the answers of the fenced statements sent (a round trip if none came yet)."""
-        sent, self.sent = self.sent, []
-        for cursor, rows in sent:
+        while self.sent:  # each taken off once answered: `settle` reads back the others
+            cursor, rows = self.sent[0]
             added = {bytes(row[0]) for row in cursor.fetchall()}
             for put in rows:
                 put.added = put.key in added
+            del self.sent[0]
 
     def settle(self, store: PostgresStore) -> None:
         """The answers of fenced puts whose commit was confirmed by its token after the

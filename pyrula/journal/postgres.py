@@ -225,6 +225,8 @@ class PostgresStore(Store):
         delay = 0.05
         names = sorted(set(scope)) if scope is not None else None
         begin = (begin_write(names), (token, *(names or ())))
+        if fenced_only:  # no token: its fenced puts' rows say whether it committed
+            begin = (begin_write(names, token=False), tuple(names or ()))
         while True:
             done = False
             txn: PgTxn | None = None
@@ -258,10 +260,11 @@ class PostgresStore(Store):
                     self._sweep_tokens(conn)
                     return result
             except self.retryable as exc:
-                # A lost or closed connection (a server restart): retry on a fresh one.
-                if done and self._committed(token, deadline):
-                    if txn is not None:
-                        txn.settle(self)
+                # A lost or closed connection (a server restart): retry on a fresh one. A
+                # write whose commit was sent is settled: by its token, or (fenced only) by the
+                # rows its fenced puts wrote, each then added or not, never both.
+                if done and txn is not None and (fenced_only or self._committed(token, deadline)):
+                    txn.settle(self)
                     return result
                 if time.monotonic() + delay > deadline:
                     raise StoreUnavailable(

@@ -254,16 +254,17 @@ def _fenced(key: bytes, fence: bytes, traces: list[WireTrace] | None = None) -> 
 
 
 def test_a_group_of_fenced_facts_costs_one_round_trip_with_its_commit():
-    # The token and lock and the group's one fenced statement go out in one batch, committed
-    # by its Sync (no BEGIN, no COMMIT); the answers are read after it (before: four round
-    # trips, BEGIN and COMMIT among them).
+    # The lock and the group's one fenced statement go out in one batch, committed by its
+    # Sync (no BEGIN, no COMMIT); the answers are read after it (before: four round trips,
+    # BEGIN and COMMIT among them).
     with Store(fresh_url()) as store:
         store.write(lambda txn: txn.put(b"lease", b"mine", db="flags"))
         traces: list[WireTrace] = []
         writes = [_fenced(f"k{n}".encode(), b"mine", traces) for n in range(4)]
         assert commit_group(store, writes) == [(True, "fast")] * 4
         traces[0].__exit__()
-        assert (traces[0].round_trips, traces[0].statements) == (1, ["WITH", "WITH"])
+        # The lock (no commit token: the rows settle a lost outcome), the fenced statement.
+        assert (traces[0].round_trips, traces[0].statements) == (1, ["SELECT", "WITH"])
         assert store.get("events", b"k3") == b"fast"
 
         # With a write that has no fast form, the group is one explicit transaction.
@@ -301,10 +302,18 @@ def test_a_fenced_fact_that_missed_runs_its_full_write_once_the_group_committed(
         assert commit_group(store, twice) == [(True, "fast"), (True, "full")]
 
 
-def test_fenced_answers_lost_with_the_connection_after_the_commit_are_read_back(monkeypatch):
-    # The commit went through but its answers did not come back: the commit token says it
-    # committed, and each fenced put's answer is read from the row it wrote, so no fact is
-    # written twice nor reported missed.
+def _tokens(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM pyrula_commits").fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["fenced-only", "with-a-plain-write"])
+def test_fenced_answers_lost_with_the_connection_after_the_commit_are_read_back(monkeypatch, plain):
+    # The commit went through but its answers did not come back. A fenced-only group has no
+    # commit token (each fenced put's row says whether it was added); a group with another
+    # write has one, which says it committed. Either way each answer is read from the row it
+    # wrote, so no fact is written twice nor reported missed.
     collect = PgTxn.collect
     lost: list[bool] = []
 
@@ -315,12 +324,19 @@ def test_fenced_answers_lost_with_the_connection_after_the_commit_are_read_back(
         collect(txn)
 
     monkeypatch.setattr(PgTxn, "collect", collect_once)
-    with Store(fresh_url()) as store:
+    url = fresh_url()
+    with Store(url) as store:
         store.write(lambda txn: txn.put(b"lease", b"mine", db="flags"))
-        writes = [_fenced(b"a", b"mine"), _fenced(b"b", b"theirs")]
-        assert commit_group(store, writes) == [(True, "fast"), (True, "full")]
+        tokens = _tokens(url)
+        writes: list = [_fenced(b"a", b"mine"), _fenced(b"b", b"theirs")]
+        if plain:
+            writes.append(lambda txn: txn.put(b"plain", b"v", db="flags"))
+        outcomes = commit_group(store, writes)
+        assert outcomes[:2] == [(True, "fast"), (True, "full")]
         assert lost == [True]
         assert (store.get("events", b"a"), store.get("events", b"b")) == (b"fast", b"full")
+        # The plain write's token, and the second transaction's (b's full write).
+        assert _tokens(url) - tokens == (2 if plain else 1)
 
 
 def _backend_gone(url: str, pid: int) -> bool:
