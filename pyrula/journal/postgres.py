@@ -4,8 +4,11 @@
 transaction-scoped advisory locks (`pg_sql.begin_write`): a write scoped to named runs excludes
 the writes of those runs, an unscoped one every write, so every layer above (which reads,
 decides and writes inside one transaction) keeps LMDB's guarantees. A fact is committed (the
-server's `synchronous_commit`) before `write` returns. Fenced puts (`PgTxn.put_fenced`) are
-kept and sent as one multi-row statement when their answers are first asked for.
+server's `synchronous_commit`) before `write` returns. A write is one pipelined batch (`BEGIN`,
+its token and locks, its statements, `COMMIT`) plus a round trip for each answer its body waits
+for; fenced puts (`PgTxn.put_fenced`) are kept and sent as one multi-row statement, answered
+with the commit. A write of fenced puts only (`fenced_only`: a group of the worker's facts) is
+the lock and that statement, committed as the implicit transaction of its one batch.
 
 A lost connection is retried with backoff for `PYRULA_PG_RETRY_SECONDS` (default 60). A commit
 whose outcome was lost with the connection is settled by its token: each write inserts a random
