@@ -5,7 +5,8 @@ with libpq's protocol trace on every connection the store opens, and counts per 
 what the client sent: statements (extended-protocol `Execute`s plus simple `Query`s, by their
 first word), and round trips (`Sync`s: each waits for the server's `ReadyForQuery`). It also
 gives the CPU per step of the worker's process (`time.process_time`, all its threads) and of
-the server (every postgres process's user+system time, from psutil), and optionally a cProfile
+the server (every postgres process's user+system time, from psutil), the WAL the server wrote
+per step (all sessions: run it on a server nothing else writes to), and optionally a cProfile
 of the worker process (`--profile N`: the N functions of most own time).
 
 `--tree PATH` runs the code of another tree (e.g. one made by `before_tree`), so two revisions
@@ -82,6 +83,15 @@ def _thread_cpu() -> dict[str, float]:
     return found
 
 
+def _wal(base: str) -> int:
+    """The server's WAL position, in bytes."""
+    import psycopg
+
+    with psycopg.connect(base, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+    return int(row[0]) if row else 0
+
+
 def _trace_connections(folder: Path) -> None:
     """Every psycopg connection opened from now on writes libpq's trace into `folder`."""
     import psycopg
@@ -146,7 +156,7 @@ def measure(base: str, runs: int, steps: int, postmaster: Any, trace: bool, prof
             path.write_text("")
         worker = Worker(store, poll_seconds=0.005, concurrency=max(runs, 1))
         profiler = cProfile.Profile() if profile else None
-        threads0 = _thread_cpu()
+        threads0, wal0 = _thread_cpu(), _wal(base)
         server0, cpu0, wall0 = _server_cpu(postmaster), time.process_time(), time.perf_counter()
         if profiler is not None:
             profiler.enable()
@@ -154,6 +164,7 @@ def measure(base: str, runs: int, steps: int, postmaster: Any, trace: bool, prof
         if profiler is not None:
             profiler.disable()
         threads = {k: v - threads0.get(k, 0.0) for k, v in _thread_cpu().items()}
+        wal = _wal(base) - wal0
         wall = time.perf_counter() - wall0
         cpu, server = time.process_time() - cpu0, _server_cpu(postmaster) - server0
         assert all(h.record.result == sum(range(steps)) for h in handles)
@@ -163,7 +174,7 @@ def measure(base: str, runs: int, steps: int, postmaster: Any, trace: bool, prof
     load = os.getloadavg()[0]
     print(f"\n{runs} run(s) at once, {total} steps: {total / wall:.0f} steps/s (load {load:.1f})")
     per_step = f"worker {cpu / total * 1e6:.0f} us, server {server / total * 1e6:.0f} us"
-    print(f"   CPU per step: {per_step}")
+    print(f"   CPU per step: {per_step}; WAL per step {wal / total:.0f} bytes")
     print(
         "   CPU per step by thread: "
         + ", ".join(
