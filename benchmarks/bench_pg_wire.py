@@ -13,7 +13,12 @@ of the worker process (`--profile N`: the N functions of most own time).
 can be compared on one server. The trace itself costs CPU: take CPU figures from a run with
 `--no-trace`.
 
+`--commits N` makes only N group commits of one fenced fact each (nothing traced), for
+instruction counts: `valgrind --tool=callgrind python benchmarks/bench_pg_wire.py --url URL
+--commits 70`, and again with `--commits 20`; the difference over 50 is one commit's.
+
 Run: python benchmarks/bench_pg_wire.py [--url URL] [--runs 1,8] [--no-trace] [--profile 25]
+     [--steps 100] [--tree PATH] [--commits N]
 """
 
 from __future__ import annotations
@@ -188,6 +193,38 @@ def measure(base: str, runs: int, steps: int, postmaster: Any, trace: bool, prof
         pstats.Stats(profiler).sort_stats("tottime").print_stats(profile)
 
 
+def commits(base: str, count: int) -> None:
+    """`count` group commits of one fenced fact each, and nothing else: run it under callgrind
+    twice (two counts) and divide the difference of instructions by the difference of counts."""
+    import dataclasses
+
+    import bench_postgres as bench
+
+    from pyrula.journal.group_commit import MISSED, _Write, commit_group
+    from pyrula.journal.store import Store
+
+    claims = "claim" in {f.name for f in dataclasses.fields(_Write)}
+    store = Store(bench.fresh_schema(base))
+    store.write(lambda txn: txn.put(b"lease", b"mine", db="flags"))
+
+    def write(n: int) -> Any:
+        key = b"k%06d" % n
+
+        def fast(txn: Any) -> Any:
+            fence = (b"lease", b"mine", "flags")
+            added = txn.put_fenced(key, b"v" * 200, db="events", after=None, fence=fence)
+            return lambda: 1 if added() else MISSED
+
+        extra = {"claim": key} if claims else {}
+        return _Write(lambda txn: 0, fast, **extra)
+
+    try:
+        for n in range(count):
+            assert commit_group(store, [write(n)]) == [(True, 1)]
+    finally:
+        store.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--url")
@@ -196,12 +233,16 @@ def main() -> None:
     parser.add_argument("--tree", help="import pyrula from this tree instead")
     parser.add_argument("--no-trace", action="store_true")
     parser.add_argument("--profile", type=int, default=0)
+    parser.add_argument("--commits", type=int, default=0, help="only N group commits (callgrind)")
     opts = parser.parse_args()
     sys.path[:0] = [*([opts.tree] if opts.tree else []), str(ROOT / "benchmarks")]
     import pyrula
 
     print(f"pyrula from {pyrula.__file__}")
     base, postmaster = _server(opts.url)
+    if opts.commits:
+        commits(base, opts.commits)
+        return
     for runs in (int(n) for n in opts.runs.split(",")):
         measure(base, runs, opts.steps, postmaster, not opts.no_trace, opts.profile)
 
