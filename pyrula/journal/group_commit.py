@@ -53,12 +53,14 @@ Fast = Callable[[Txn], Callable[[], Any]]
 
 @dataclass
 class _Write:
-    """One caller's write: its function, its fast form and scope, and the future it waits on."""
+    """One caller's write: its function, its fast form and scope, the future it waits on, and
+    what its fast form guesses about (`claim`, say its run: see `commit_group`)."""
 
     fn: Callable[[Txn], Any]
     fast: Fast | None = None
     scope: tuple[str, ...] | None = None
     future: asyncio.Future[Any] | None = None
+    claim: object = None
 
 
 class _Failed(Exception):
@@ -103,14 +105,16 @@ class GroupCommit:
         *,
         fast: Fast | None = None,
         scope: Sequence[str] | None = None,
+        claim: object = None,
     ) -> T:
         """Run `fn` (or its `fast` form) in the next group's transaction, under `scope`; return
-        its result once that is committed."""
+        its result once that is committed. `claim`: what the fast form's guess is about (two
+        of one claim in a group may not both hold; see `commit_group`)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[T] = loop.create_future()
         names = tuple(scope) if scope is not None else None
         with self._lock:
-            self._pending.append(_Write(fn, fast, names, future))
+            self._pending.append(_Write(fn, fast, names, future, claim))
             start = not self._committing
             self._committing = True
         if start:
@@ -182,8 +186,16 @@ def commit_group(
 ) -> list[tuple[bool, Any]]:
     """Run `writes` in one committed transaction of `store`: (True, result) for each that
     returned, (False, error) for each that raised (and wrote nothing). A lost connection is the
-    store's to retry (the whole group again), never one write's failure."""
+    store's to retry (the whole group again), never one write's failure.
+
+    On PostgreSQL the fast forms' answers are read after the commit, whose round trip carries
+    them, so a group of fast forms costs one round trip; a fast form that missed then runs its
+    full `fn` in a second transaction. Where two fast forms of one `claim` share the group (two
+    facts of one run guessing the same sequence number), or on LMDB (whose answers cost
+    nothing), the answers are read before the commit and a miss runs `fn` in the same one."""
     group = [w if isinstance(w, _Write) else _Write(w) for w in writes]
+    claims = [w.claim for w in group if w.fast is not None and w.claim is not None]
+    after = store.remote and len(set(claims)) == len(claims)
     failed: dict[int, BaseException] = {}
 
     def run(txn: Txn) -> list[Any]:
@@ -196,6 +208,9 @@ def commit_group(
         for index, (write, answer) in enumerate(zip(group, answers, strict=True)):
             if index in failed:
                 results.append(None)
+                continue
+            if after and answer is not None:
+                results.append(answer)  # read once committed
                 continue
             try:
                 result = MISSED if answer is None else answer()
@@ -211,7 +226,8 @@ def commit_group(
     while True:
         live = [write for index, write in enumerate(group) if index not in failed]
         try:
-            results = store.write(run, scope=_scope(live))
+            fenced_only = after and all(write.fast is not None for write in live)
+            results = store.write(run, scope=_scope(live), fenced_only=fenced_only)
         except _Failed as failure:
             failed[failure.index] = failure.error
             if len(failed) == len(group):
@@ -219,9 +235,22 @@ def commit_group(
                 break
             continue
         break
-    return [
+    outcomes: list[tuple[bool, Any]] = [
         (False, failed[i]) if i in failed else (True, result) for i, result in enumerate(results)
     ]
+    if after:
+        missed: list[int] = []
+        for index, write in enumerate(group):
+            if index not in failed and write.fast is not None:
+                value = outcomes[index][1]()
+                outcomes[index] = (True, value)
+                if value is MISSED:
+                    missed.append(index)
+        if missed:
+            again = commit_group(store, [_Write(group[i].fn, scope=group[i].scope) for i in missed])
+            for index, outcome in zip(missed, again, strict=True):
+                outcomes[index] = outcome
+    return outcomes
 
 
 def _scope(writes: list[_Write]) -> list[str] | None:

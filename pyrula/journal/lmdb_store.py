@@ -213,7 +213,13 @@ class LmdbStore(Store):
     def closed(self) -> bool:
         return self._shared.refs == 0
 
-    def write(self, fn: Callable[[Any], T], *, scope: Sequence[str] | None = None) -> T:
+    def write(
+        self,
+        fn: Callable[[Any], T],
+        *,
+        scope: Sequence[str] | None = None,
+        fenced_only: bool = False,  # PostgreSQL's: an LMDB write costs the same either way
+    ) -> T:
         """Run `fn` in one write transaction and commit it; grow the map and retry when full.
 
         `fn` may run more than once (after a map resize), so it must only touch the transaction.

@@ -63,13 +63,14 @@ def fenced_sql(db: str, fence_db: str | None, also: tuple[str, ...]) -> str:
     return f"WITH {', '.join(parts)} SELECT k FROM added"
 
 
-def begin_write(scope: list[str] | None) -> str:
-    """The first statement of a write: its commit token, then its locks, in one round trip.
+def begin_write(scope: list[str] | None, *, token: bool = True) -> str:
+    """The first statement of a write: its commit token (unless `token` is False: a fenced-only
+    write is settled by its rows instead), then its locks, in one round trip.
 
     Unscoped: the store's lock, exclusive. Scoped: that lock shared, then one exclusive lock
     per name, in sorted order (so two writers never wait on each other in a cycle)."""
-    token = "WITH token AS (INSERT INTO pyrula_commits (token) VALUES (%b)) "
+    first = "WITH token AS (INSERT INTO pyrula_commits (token) VALUES (%b)) " if token else ""
     if scope is None:
-        return f"{token}SELECT {WRITE_LOCK}"
+        return f"{first}SELECT {WRITE_LOCK}"
     each = "pg_advisory_xact_lock(hashtextextended('pyrula:' || current_schema() || ':' || %s, 0))"
-    return f"{token}SELECT {SHARED_LOCK}, " + ", ".join(each for _ in scope)
+    return f"{first}SELECT {SHARED_LOCK}, " + ", ".join(each for _ in scope)

@@ -4,18 +4,24 @@
 transaction-scoped advisory locks (`pg_sql.begin_write`): a write scoped to named runs excludes
 the writes of those runs, an unscoped one every write, so every layer above (which reads,
 decides and writes inside one transaction) keeps LMDB's guarantees. A fact is committed (the
-server's `synchronous_commit`) before `write` returns. Fenced puts (`PgTxn.put_fenced`) are
-kept and sent as one multi-row statement when their answers are first asked for.
+server's `synchronous_commit`) before `write` returns. A write is one pipelined batch (`BEGIN`,
+its token and locks, its statements, `COMMIT`) plus a round trip for each answer its body waits
+for; fenced puts (`PgTxn.put_fenced`) are kept and sent as one multi-row statement, answered
+with the commit. A write of fenced puts only (`fenced_only`: a group of the worker's facts) is
+the lock and that statement, committed as the implicit transaction of its one batch.
 
 A lost connection is retried with backoff for `PYRULA_PG_RETRY_SECONDS` (default 60). A commit
 whose outcome was lost with the connection is settled by its token: each write inserts a random
 token in the same transaction, so after reconnecting the token says whether it committed, and
-the write is neither lost nor applied twice.
+the write is neither lost nor applied twice. The store's sessions set
+`idle_in_transaction_session_timeout` (`pg_txn.session_options`), so a host cut off in the middle
+of a transaction holds its locks for seconds, not hours.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import threading
@@ -23,7 +29,6 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from pyrula.errors import (
@@ -34,19 +39,18 @@ from pyrula.errors import (
     StoreUnavailable,
 )
 from pyrula.journal.pg_schema import MAGIC, MIGRATIONS, SCHEMA_VERSION, table
-from pyrula.journal.pg_sql import SCAN_BATCH, SQL, WRITE_LOCK, begin_write, fenced_sql
+from pyrula.journal.pg_sql import SCAN_BATCH, WRITE_LOCK, begin_write
+from pyrula.journal.pg_txn import PgTxn, retry_seconds, session_options
 from pyrula.journal.store import (
     DATABASES,
-    Fence,
     Location,
     Store,
     Txn,
     default_location,
     display,
-    prefix_end,
     record_cap,
 )
-from pyrula.journal.wakeups import CHANNEL, Wakeups
+from pyrula.journal.wakeups import Wakeups
 
 try:
     import psycopg
@@ -57,14 +61,6 @@ except ImportError:  # pragma: no cover - the extra is not installed
 T = TypeVar("T")
 STORE_FORMAT = 1
 _TOKEN_TTL = "1 hour"
-
-
-def retry_seconds() -> float:
-    value = os.environ.get("PYRULA_PG_RETRY_SECONDS", "60")
-    try:
-        return float(value)
-    except ValueError:
-        raise StoreError(f"PYRULA_PG_RETRY_SECONDS={value!r} is not a number of seconds") from None
 
 
 class PostgresStore(Store):
@@ -98,14 +94,20 @@ class PostgresStore(Store):
             weakref.WeakKeyDictionary()
         )
         self._lock = threading.Lock()
-        self.retryable = (psycopg.OperationalError, psycopg.InterfaceError)
+        # A lost connection, or a session the server ended for idling in a transaction (its
+        # transaction was rolled back): retried on a fresh one.
+        self.retryable = (
+            psycopg.OperationalError,
+            psycopg.InterfaceError,
+            psycopg.errors.IdleInTransactionSessionTimeout,
+        )
         self.remote = True
         size = pool_size or int(os.environ.get("PYRULA_PG_POOL_SIZE", "8"))
         self.pool = ConnectionPool(
             self.url,
             min_size=1,
             max_size=max(size, 1),
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, **session_options(self.url)},
             open=False,
             name="pyrula",
         )
@@ -206,34 +208,66 @@ class PostgresStore(Store):
                 found = self._wakeups[loop] = Wakeups(self.url)
         return found
 
-    def write(self, fn: Callable[[Txn], T], *, scope: Sequence[str] | None = None) -> T:
+    def write(
+        self,
+        fn: Callable[[Txn], T],
+        *,
+        scope: Sequence[str] | None = None,
+        fenced_only: bool = False,
+    ) -> T:
         """Run `fn` in one serialised transaction and commit it; retry a lost connection.
 
         `fn` may run more than once (after a lost connection), so it must only touch the
-        transaction."""
+        transaction. `fenced_only`: `fn` only keeps fenced puts (`Txn.put_fenced`, their
+        answers read after the commit); the write is then sent after `fn` returns, without
+        BEGIN and COMMIT, as the one implicit transaction of its batch."""
         if self.readonly:
             raise StoreError(f"{self.location} was opened read-only")
         token = os.urandom(16)
         deadline = time.monotonic() + retry_seconds()
         delay = 0.05
+        names = sorted(set(scope)) if scope is not None else None
+        begin = (begin_write(names), (token, *(names or ())))
+        if fenced_only:  # no token: its fenced puts' rows say whether it committed
+            begin = (begin_write(names, token=False), tuple(names or ()))
         while True:
             done = False
+            txn: PgTxn | None = None
             try:
                 with self.pool.connection() as conn:
-                    # Pipelined: BEGIN, the lock and the first read go in one round trip, the
-                    # last write and COMMIT in another.
-                    with conn.pipeline() as pipeline, conn.transaction():
-                        names = sorted(set(scope)) if scope is not None else None
-                        conn.execute(begin_write(names), (token, *(names or ())))
-                        txn = PgTxn(conn, pipeline)
-                        result = fn(txn)
-                        txn.flush()  # fenced puts whose answers nobody asked for
-                        done = True
+                    # One batch: BEGIN, the token and the locks, the body's statements, its
+                    # fenced puts and COMMIT; a body that waits for no answer (a fenced put's
+                    # is read after the commit) costs one round trip. Fenced only: the token
+                    # and locks and the fenced puts, committed by the batch's Sync.
+                    try:
+                        with conn.pipeline() as pipeline:
+                            txn = PgTxn(conn, pipeline, kept_only=fenced_only)
+                            if fenced_only:
+                                result = fn(txn)  # nothing sent yet: a raise leaves nothing
+                                txn.kept_only = False
+                                txn.cur.execute(*begin)
+                                txn.send()
+                            else:
+                                txn.cur.execute("BEGIN")
+                                txn.cur.execute(*begin)
+                                result = fn(txn)
+                                txn.send()
+                                txn.cur.execute("COMMIT")
+                            done = True
+                    except self.retryable:
+                        raise
+                    except BaseException:
+                        _rollback(conn)
+                        raise
+                    txn.collect()
                     self._sweep_tokens(conn)
                     return result
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                # A lost or closed connection (a server restart): retry on a fresh one.
-                if done and self._committed(token, deadline):
+            except self.retryable as exc:
+                # A lost or closed connection (a server restart): retry on a fresh one. A
+                # write whose commit was sent is settled: by its token, or (fenced only) by the
+                # rows its fenced puts wrote, each then added or not, never both.
+                if done and txn is not None and (fenced_only or self._committed(token, deadline)):
+                    txn.settle(self)
                     return result
                 if time.monotonic() + delay > deadline:
                     raise StoreUnavailable(
@@ -333,158 +367,8 @@ class PostgresStore(Store):
         }
 
 
-@dataclass(slots=True)
-class _FencedPut:
-    """A `put_fenced` kept for the next multi-row statement, and (then) whether it was added."""
-
-    key: bytes
-    value: bytes
-    db: str
-    after: bytes | None
-    fence: Fence | None
-    also: tuple[tuple[bytes, bytes, Any], ...]
-    added: bool = False
-
-
-class PgTxn:
-    """One transaction on a PostgreSQL store, behind the store's `Txn` interface: a pipelined
-    write transaction, or (with `store`) autocommit reads retried on a lost connection."""
-
-    __slots__ = ("conn", "cur", "fenced", "pipeline", "store", "woken")
-
-    def __init__(self, conn: Any, pipeline: Any, *, store: PostgresStore | None = None) -> None:
-        self.conn = conn
-        self.cur = conn.cursor(binary=True)
-        self.pipeline = pipeline
-        self.store = store
-        self.woken = False
-        self.fenced: list[_FencedPut] = []
-
-    def _query(self, sql: str, params: tuple[Any, ...]) -> Any:
-        """Execute one statement; in a read, retry it on a fresh connection if this one is
-        lost (an autocommit read is safe to repeat)."""
-        if self.store is None:
-            self.flush()
-            return self.cur.execute(sql, params)
-        deadline = time.monotonic() + retry_seconds()
-        delay = 0.05
-        while True:
-            try:
-                return self.cur.execute(sql, params)
-            except psycopg.OperationalError as exc:
-                self.conn = self.store.reconnect(self.conn, exc, deadline, delay)
-                self.cur = self.conn.cursor(binary=True)
-                delay = min(delay * 2, 2.0)
-
-    def wake(self) -> None:
-        self.flush()
-        if not self.woken:
-            self.woken = True
-            self.cur.execute(f"NOTIFY {CHANNEL}")
-
-    def put_fenced(
-        self,
-        key: bytes,
-        value: bytes,
-        *,
-        db: str,
-        after: bytes | None,
-        fence: Fence | None,
-        also: Sequence[tuple[bytes, bytes, Any]] = (),
-    ) -> Callable[[], bool]:
-        """Kept until an answer or another statement is asked for: then every fenced put kept
-        goes out as one multi-row statement (per table and fence), in one round trip."""
-        put = _FencedPut(key, value, db, after, fence, tuple(also))
-        self.fenced.append(put)
-
-        def added() -> bool:
-            self.flush()
-            return put.added
-
-        return added
-
-    def flush(self) -> None:
-        """Send the fenced puts kept so far and learn which were added."""
-        if not self.fenced:
-            return
-        puts, self.fenced = self.fenced, []
-        kinds: dict[tuple[str, str | None, tuple[str, ...]], list[_FencedPut]] = {}
-        for put in puts:
-            kind = (put.db, put.fence[2] if put.fence else None, tuple(d for *_, d in put.also))
-            kinds.setdefault(kind, []).append(put)
-        for (db, fence_db, also_dbs), group in kinds.items():
-            unique = {put.key: put for put in reversed(group)}  # a repeated key: the first only
-            rows = list(reversed(unique.values()))
-            columns: list[list[bytes | None]] = [
-                [put.key for put in rows],
-                [put.value for put in rows],
-                [put.after for put in rows],
-            ]
-            if fence_db is not None:
-                fences = [put.fence for put in rows if put.fence is not None]
-                columns += [[f[0] for f in fences], [f[1] for f in fences]]
-            for n in range(len(also_dbs)):
-                columns += [[put.also[n][0] for put in rows], [put.also[n][1] for put in rows]]
-            sql = fenced_sql(db, fence_db, also_dbs)
-            added = {bytes(row[0]) for row in self.cur.execute(sql, columns).fetchall()}
-            for put in rows:
-                put.added = put.key in added
-
-    def get(self, key: bytes, default: None = None, *, db: str) -> bytes | None:
-        row = self._query(SQL[db]["get"], (key,)).fetchone()
-        return row[0] if row is not None else default
-
-    def get_many(self, keys: list[bytes], *, db: str) -> dict[bytes, bytes]:
-        if not keys:
-            return {}
-        rows = self._query(SQL[db]["get_many"], (keys,)).fetchall()
-        return {bytes(key): bytes(value) for key, value in rows}
-
-    def put(self, key: bytes, value: bytes, *, db: str, overwrite: bool = True) -> bool:
-        """Write `value` under `key`; True if written. An overwriting put is left in the
-        pipeline (it always writes); `overwrite=False` waits to learn whether the key was new."""
-        self.flush()
-        if overwrite:
-            self.cur.execute(SQL[db]["put"], (key, value))
-            return True
-        self.cur.execute(SQL[db]["add"], (key, value))
-        return self._rowcount() > 0
-
-    def delete(self, key: bytes, *, db: str) -> bool:
-        self.flush()
-        self.cur.execute(SQL[db]["delete"], (key,))
-        return self._rowcount() > 0
-
-    def _rowcount(self) -> int:
-        if self.pipeline is not None:
-            self.pipeline.sync()
-        return int(self.cur.rowcount)
-
-    def scan(
-        self, db: str, prefix: bytes = b"", *, start: bytes | None = None
-    ) -> Iterator[tuple[bytes, bytes]]:
-        # Read in batches of `SCAN_BATCH` keys, so a caller that stops early (a page of the
-        # UI, the first match) never pulls the whole table over the connection.
-        low = max(prefix, start or b"")
-        end = prefix_end(prefix)
-        while True:
-            if end:
-                rows = self._query(SQL[db]["range"], (low, end)).fetchall()
-            else:
-                rows = self._query(SQL[db]["from"], (low,)).fetchall()
-            yield from rows
-            if len(rows) < SCAN_BATCH:
-                return
-            low = bytes(rows[-1][0]) + b"\x00"
-
-    def last(self, db: str, prefix: bytes) -> tuple[bytes, bytes] | None:
-        end = prefix_end(prefix)
-        if end:
-            row = self._query(SQL[db]["last_below"], (prefix, end)).fetchone()
-        else:
-            row = self._query(SQL[db]["last"], (prefix,)).fetchone()
-        return (row[0], row[1]) if row is not None else None
-
-    def count(self, db: str) -> int:
-        row = self._query(f"SELECT count(*) FROM {table(db)}", ()).fetchone()
-        return int(row[0]) if row else 0
+def _rollback(conn: Any) -> None:
+    """End a write transaction its body (or the server) refused: nothing of it is kept."""
+    with contextlib.suppress(Exception):
+        if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            conn.execute("ROLLBACK")

@@ -161,14 +161,22 @@ class Store:
         """The handle of a named table, for `Txn` methods."""
         raise NotImplementedError
 
-    def write(self, fn: Callable[[Txn], T], *, scope: Sequence[str] | None = None) -> T:
+    def write(
+        self,
+        fn: Callable[[Txn], T],
+        *,
+        scope: Sequence[str] | None = None,
+        fenced_only: bool = False,
+    ) -> T:
         """Run `fn` in one serialised write transaction and commit it.
 
         `fn` may run more than once (a retry), so it must only touch the transaction. With no
         `scope` the write excludes every other; with a `scope` (the names of what it touches,
         say one run's id) it excludes only writes of an overlapping scope and unscoped ones.
         LMDB serialises every writer whatever the scope; PostgreSQL lets scoped writes of
-        different runs commit side by side (their commits grouped)."""
+        different runs commit side by side (their commits grouped). `fenced_only` promises
+        that `fn` only keeps fenced puts (`Txn.put_fenced`) and reads their answers after the
+        commit: PostgreSQL then sends the write as one statement batch after `fn` returns."""
         raise NotImplementedError
 
     def read(self) -> AbstractContextManager[Txn]:

@@ -43,7 +43,7 @@ async def append_grouped(
         fast = _fast_append(journal, run_id, lease, kind, payload, withheld, next_seq)
     # Unscoped: the group takes the store's lock. Taking only its runs' locks measured well
     # slower (benchmarks/README.md, "bench_postgres.py"), for reasons not yet understood.
-    return await group_commit(journal.store).write(full, fast=fast)
+    return await group_commit(journal.store).write(full, fast=fast, claim=run_id)
 
 
 def _fast_append(

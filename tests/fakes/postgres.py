@@ -159,3 +159,53 @@ async def while_held(held: HeldStore, work: asyncio.Future[Any], waiters: int) -
     held.release()
     beat.stop()
     return waiting, ticks
+
+
+class WireTrace:
+    """libpq's protocol trace of one connection while the block lasts: how many times the
+    client waited on the server (`round_trips`: a message sent, then answers read) and which
+    statements it sent (`statements`: their first words, prepared ones included)."""
+
+    def __init__(self, conn: Any) -> None:
+        self.conn = conn
+        self._file = tempfile.NamedTemporaryFile("w+", suffix=".trace")  # noqa: SIM115
+
+    def __enter__(self) -> WireTrace:
+        from psycopg import pq
+
+        self.conn.pgconn.trace(self._file.fileno())
+        self.conn.pgconn.set_trace_flags(pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if not self.conn.closed:
+            self.conn.pgconn.untrace()
+
+    def lines(self) -> list[list[str]]:
+        self._file.seek(0)
+        return [line.split("\t") for line in self._file.read().splitlines()]
+
+    @property
+    def round_trips(self) -> int:
+        """The client's requests for answers: each `Sync`, and each `Flush` not sent with one
+        (psycopg sends a `Flush` after a `Sync`, and alone to read a result in a pipeline)."""
+        sent = [parts[2] for parts in self.lines() if len(parts) >= 3 and parts[0] == "F"]
+        return sum(
+            1
+            for n, kind in enumerate(sent)
+            if kind == "Sync" or (kind == "Flush" and (n == 0 or sent[n - 1] != "Sync"))
+        )
+
+    @property
+    def statements(self) -> list[str]:
+        named: dict[str, str] = {}
+        found: list[str] = []
+        for parts in self.lines():
+            if len(parts) < 4 or parts[0] != "F":
+                continue
+            quoted = parts[3].split('"')
+            if parts[2] == "Parse" and len(quoted) >= 4:
+                named[quoted[1]] = (quoted[3].split() or ["?"])[0].upper()
+            elif parts[2] == "Bind" and len(quoted) >= 4:
+                found.append(named.get(quoted[3], "?"))
+        return found

@@ -9,14 +9,15 @@ import threading
 import psycopg
 import pytest
 
-from pyrula.errors import StoreFormatError, StoreNotFound
+from pyrula.errors import StoreError, StoreFormatError, StoreNotFound, StoreUnavailable
 from pyrula.journal import Store
-from pyrula.journal.group_commit import commit_group, group_commit
+from pyrula.journal.group_commit import MISSED, _Write, commit_group, group_commit
 from pyrula.journal.pg_schema import SCHEMA_VERSION
+from pyrula.journal.pg_txn import PgTxn
 from pyrula.journal.store import display
 from pyrula.runtime import RunStore
 from pyrula.runtime.grouped_append import append_grouped
-from tests.fakes.postgres import fresh_url, restart, server
+from tests.fakes.postgres import WireTrace, fresh_url, restart, server
 
 
 def _tables(url: str) -> list[str]:
@@ -231,3 +232,169 @@ def test_grouped_facts_of_many_runs_across_a_server_crash_are_kept_exactly_once(
             done = [event for event in events if event.type == "step:done"]
             assert [event.payload["index"] for event in done] == list(range(100))
             assert [event.seq for event in done] == acknowledged[run_id]
+
+
+def _fenced(key: bytes, fence: bytes, traces: list[WireTrace] | None = None) -> _Write:
+    """A grouped write of `key` fenced on the flag `lease` holding `fence`: its fast form a
+    fenced put (whose first call starts tracing the connection), its full form a plain put."""
+
+    def fast(txn):
+        if traces is not None and not traces:
+            traces.append(WireTrace(txn.conn).__enter__())
+        added = txn.put_fenced(
+            key, b"fast", db="events", after=None, fence=(b"lease", fence, "flags")
+        )
+        return lambda: "fast" if added() else MISSED
+
+    def full(txn):
+        txn.put(key, b"full", db="events")
+        return "full"
+
+    return _Write(full, fast, claim=key)
+
+
+def test_a_group_of_fenced_facts_costs_one_round_trip_with_its_commit():
+    # The lock and the group's one fenced statement go out in one batch, committed by its
+    # Sync (no BEGIN, no COMMIT); the answers are read after it (before: four round trips,
+    # BEGIN and COMMIT among them).
+    with Store(fresh_url()) as store:
+        store.write(lambda txn: txn.put(b"lease", b"mine", db="flags"))
+        traces: list[WireTrace] = []
+        writes = [_fenced(f"k{n}".encode(), b"mine", traces) for n in range(4)]
+        assert commit_group(store, writes) == [(True, "fast")] * 4
+        traces[0].__exit__()
+        # The lock (no commit token: the rows settle a lost outcome), the fenced statement.
+        assert (traces[0].round_trips, traces[0].statements) == (1, ["SELECT", "WITH"])
+        assert store.get("events", b"k3") == b"fast"
+
+        # With a write that has no fast form, the group is one explicit transaction.
+        def plain(txn):
+            traces.append(WireTrace(txn.conn).__enter__())
+            txn.put(b"plain", b"v", db="flags")
+
+        outcomes = commit_group(store, [_fenced(b"k9", b"mine"), plain])
+        assert outcomes == [(True, "fast"), (True, None)]
+        traces[1].__exit__()
+        assert (traces[1].round_trips, traces[1].statements) == (1, ["WITH", "INSERT", "COMMIT"])
+
+
+def test_a_fenced_only_write_that_does_more_is_refused_and_writes_nothing():
+    with Store(fresh_url()) as store:
+
+        def more(txn):
+            txn.put_fenced(b"k", b"v", db="events", after=None, fence=None)
+            txn.put(b"other", b"v", db="flags")
+
+        with pytest.raises(StoreError, match="fenced-only write may only keep fenced puts"):
+            store.write(more, fenced_only=True)
+        assert (store.get("events", b"k"), store.get("flags", b"other")) == (None, None)
+
+
+def test_a_fenced_fact_that_missed_runs_its_full_write_once_the_group_committed():
+    with Store(fresh_url()) as store:
+        store.write(lambda txn: txn.put(b"lease", b"mine", db="flags"))
+        writes = [_fenced(b"kept", b"mine"), _fenced(b"fenced-out", b"someone else's")]
+        assert commit_group(store, writes) == [(True, "fast"), (True, "full")]
+        assert store.get("events", b"kept") == b"fast"
+        assert store.get("events", b"fenced-out") == b"full"
+        # Two guesses about one claim in a group: answered before the commit, in it.
+        twice = [_fenced(b"same", b"mine"), _fenced(b"same", b"mine")]
+        assert commit_group(store, twice) == [(True, "fast"), (True, "full")]
+
+
+def _tokens(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM pyrula_commits").fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.parametrize("plain", [False, True], ids=["fenced-only", "with-a-plain-write"])
+def test_fenced_answers_lost_with_the_connection_after_the_commit_are_read_back(monkeypatch, plain):
+    # The commit went through but its answers did not come back. A fenced-only group has no
+    # commit token (each fenced put's row says whether it was added); a group with another
+    # write has one, which says it committed. Either way each answer is read from the row it
+    # wrote, so no fact is written twice nor reported missed.
+    collect = PgTxn.collect
+    lost: list[bool] = []
+
+    def collect_once(txn: PgTxn) -> None:
+        if txn.sent and not lost:
+            lost.append(True)
+            raise psycopg.OperationalError("the connection was lost with the answers")
+        collect(txn)
+
+    monkeypatch.setattr(PgTxn, "collect", collect_once)
+    url = fresh_url()
+    with Store(url) as store:
+        store.write(lambda txn: txn.put(b"lease", b"mine", db="flags"))
+        tokens = _tokens(url)
+        writes: list = [_fenced(b"a", b"mine"), _fenced(b"b", b"theirs")]
+        if plain:
+            writes.append(lambda txn: txn.put(b"plain", b"v", db="flags"))
+        outcomes = commit_group(store, writes)
+        assert outcomes[:2] == [(True, "fast"), (True, "full")]
+        assert lost == [True]
+        assert (store.get("events", b"a"), store.get("events", b"b")) == (b"fast", b"full")
+        # The plain write's token, and the second transaction's (b's full write).
+        assert _tokens(url) - tokens == (2 if plain else 1)
+
+
+def _backend_gone(url: str, pid: int) -> bool:
+    with psycopg.connect(url, autocommit=True) as admin:
+        for _ in range(600):  # the server ends it after its timeout; bounded, not timed
+            row = admin.execute("SELECT 1 FROM pg_stat_activity WHERE pid = %s", (pid,))
+            if row.fetchone() is None:
+                return True
+            admin.execute("SELECT pg_sleep(0.05)")
+    return False
+
+
+def _idling_write(url: str, tries: list[int]):
+    """A write whose first try reads, then idles inside its transaction until the server has
+    ended its session; later tries write at once."""
+
+    def write(txn):
+        tries.append(txn.conn.info.backend_pid)
+        txn.get(b"x", db="flags")
+        if len(tries) == 1:
+            assert _backend_gone(url, tries[0])
+        txn.put(b"x", b"written", db="flags")
+        return len(tries)
+
+    return write
+
+
+def test_the_store_sessions_end_a_transaction_left_idle(monkeypatch):
+    monkeypatch.setenv("PYRULA_PG_IDLE_IN_TRANSACTION_SECONDS", "0.2")
+    url = fresh_url()
+    with Store(url) as store:
+        with store.read() as txn:
+            shown = txn._query("SHOW idle_in_transaction_session_timeout", ()).fetchone()
+            path = txn._query("SELECT current_schema()", ()).fetchone()
+        assert shown is not None and shown[0] == "200ms"
+        assert path is not None and path[0] in url  # the URL's own options are kept
+        tries: list[int] = []
+        # Cut by the server: the lock is let go, and the write is retried on a fresh session.
+        assert store.write(_idling_write(url, tries)) == 2
+        assert tries[0] != tries[1]
+        assert store.get("flags", b"x") == b"written"
+
+
+def test_a_write_cut_for_idling_with_no_retry_left_is_refused_and_keeps_nothing(monkeypatch):
+    monkeypatch.setenv("PYRULA_PG_IDLE_IN_TRANSACTION_SECONDS", "0.2")
+    url = fresh_url()
+    with Store(url) as store:
+        monkeypatch.setenv("PYRULA_PG_RETRY_SECONDS", "0")
+        with pytest.raises(StoreUnavailable, match="nothing of this write was kept"):
+            store.write(_idling_write(url, []))
+        assert store.get("flags", b"x") is None
+
+
+def test_the_idle_timeout_can_be_set_by_the_url_or_turned_off(monkeypatch):
+    base = fresh_url()
+    url = base.replace("options=", "options=-cidle_in_transaction_session_timeout%3D7s%20")
+    with Store(url) as store, store.read() as txn:
+        assert txn._query("SHOW idle_in_transaction_session_timeout", ()).fetchone() == ("7s",)
+    monkeypatch.setenv("PYRULA_PG_IDLE_IN_TRANSACTION_SECONDS", "0")
+    with Store(base) as store, store.read() as txn:
+        assert txn._query("SHOW idle_in_transaction_session_timeout", ()).fetchone() == ("0",)
