@@ -121,7 +121,8 @@ class RunSession:
         answering for the provider) is on a server, so its reads never hold the loop; a replayed
         reply's further frame pages are read there too (`Exchanges.frames`). Calls are planned
         one at a time in their order of arrival, so each claims the position it would claim on
-        the loop. A recorded reply is then written off the loop too (the sink's `offload`)."""
+        the loop. Where the journal is on a server, a recorded reply is then written off the
+        loop too (the tracked sink's `offload`)."""
         async with self._planning:  # on LMDB alone the plan is made in place: never contended
             return await acall(self._plan_store, self.plan, parts, canonical)
 
