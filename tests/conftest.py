@@ -8,6 +8,17 @@ import pytest
 pytest_plugins = ["pytester"]
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _postgres_servers_stop():
+    """The throwaway PostgreSQL servers stop with the session (`tests.fakes.postgres`)."""
+    yield
+    import sys
+
+    fakes = sys.modules.get("tests.fakes.postgres")  # loaded only where a test used it
+    if fakes is not None:
+        fakes.stop_servers()
+
+
 @pytest.fixture
 def store_path(tmp_path):
     return tmp_path / "store"

@@ -9,7 +9,9 @@ runtime's async paths call the store through this module:
   `RunStore.get`, or `store.write` with a transaction body), run on one of the store's threads
   while the loop awaits it;
 - `offload(store)`: `acall` bound to `store` (None on LMDB), for a callback the transport's
-  async tee runs (a recorded reply's write).
+  async tee runs (a recorded reply's write);
+- `on_store_thread()`: whether the caller runs inside `acall` on a store's thread, where a read
+  the loop would otherwise make later (a replayed reply's further frame pages) is best made now.
 
 The transaction bodies are the same `fn(txn)` the sync paths run: one code path, whichever
 side calls it. The calls carry the caller's context (`contextvars`), so a body that asks which
@@ -36,6 +38,9 @@ from pyrula.journal.store import Store
 
 T = TypeVar("T")
 
+_ON_STORE_THREAD: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "pyrula_on_store_thread", default=False
+)
 _executors: weakref.WeakKeyDictionary[Store, ThreadPoolExecutor] = weakref.WeakKeyDictionary()
 _executors_lock = threading.Lock()
 
@@ -63,8 +68,14 @@ async def acall(store: Store, fn: Callable[..., T], *args: Any, **kwargs: Any) -
     if not remote(store):
         return fn(*args, **kwargs)
     context = contextvars.copy_context()
+    context.run(_ON_STORE_THREAD.set, True)
     call = functools.partial(context.run, fn, *args, **kwargs)
     return await asyncio.get_running_loop().run_in_executor(_executor(store), call)
+
+
+def on_store_thread() -> bool:
+    """Whether this runs inside `acall` on a store's thread, off the event loop that asked."""
+    return _ON_STORE_THREAD.get()
 
 
 def offload(store: Store) -> Callable[[Callable[[], Any]], Any] | None:

@@ -26,6 +26,7 @@ from typing import Any
 from pyrula.errors import RestoreRefused, StoreCorrupt
 from pyrula.fingerprints.bounded import BoundedCache
 from pyrula.journal import blobs, sent_index
+from pyrula.journal.async_store import on_store_thread
 from pyrula.journal.records import (
     RECORD_FORMAT,
     ExchangeRecord,
@@ -171,9 +172,15 @@ class Exchanges:
         return key, record, first_page
 
     def frames(self, record: ExchangeRecord, first_page: bytes) -> Iterator[bytes]:
-        """The reply's frames in order, one page in memory at a time (page 0's split at once)."""
+        """The reply's frames in order, one page in memory at a time (page 0's split at once).
+        Asked on a store thread for an event loop (`async_store.acall`: a replay planned off
+        the loop), the further pages are read there and then (a record is capped, 1 MB by
+        default), rather than by the reader later, on the loop."""
         frames = iter(_unpack(first_page))
-        return frames if record.pages <= 1 else self._paged(record, frames)
+        if record.pages <= 1:
+            return frames
+        paged = self._paged(record, frames)
+        return iter(list(paged)) if on_store_thread() else paged
 
     def _paged(self, record: ExchangeRecord, first: Iterator[bytes]) -> Iterator[bytes]:
         yield from first

@@ -78,8 +78,11 @@ class PostgresStore(Store):
         max_event_payload_bytes: int | None = None,
         pool_size: int | None = None,
         migrate: bool = False,
-        metasync: bool = True,  # LMDB's; a PostgreSQL commit's durability is the server's
+        metasync: bool = True,
     ) -> None:
+        """`sync`, `metasync` and `map_size` are LMDB's, accepted so one call opens either
+        backend, and change nothing here: a commit is flushed as the server's
+        `synchronous_commit` says (docs/scaling.md, "What holds")."""
         if psycopg is None:
             raise StoreError(
                 "a postgresql:// store needs psycopg 3 and its pool: pip install 'pyrula[postgres]'"

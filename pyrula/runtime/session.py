@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Iterator
-from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 from pyrula.errors import (
@@ -27,7 +26,7 @@ from pyrula.journal.async_store import acall, offload, remote
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import run_key
 from pyrula.journal.recorder import Reply, record_exchange
-from pyrula.journal.store import Txn
+from pyrula.journal.store import Store, Txn
 from pyrula.replies import openai_chat
 from pyrula.runtime.calls import (
     ERROR_HEADERS,
@@ -62,8 +61,6 @@ if TYPE_CHECKING:
 ERROR_BODY_CAP = 16 * 1024
 
 _TRUNCATED = ProviderStreamTruncated.__name__
-# Set while an async client's call is planned off the loop (`RunSession.aplan`).
-_READ_AHEAD: ContextVar[bool] = ContextVar("pyrula_read_ahead", default=False)
 
 
 def _cut_short(frames: Iterator[bytes], message: str) -> Iterator[bytes]:
@@ -110,25 +107,24 @@ class RunSession:
         # the provider: every call the run sends live is answered, or recorded, there.
         outer = current_session()
         self.provider: Session | None = outer.provider if isinstance(outer, RunSession) else outer
+        # Where an async client's plan waits: the run's store; or, that one local, the store of
+        # a stand-in (a cassette names it `store`) on a server, whose reads the plan then makes.
+        self._plan_store = self.exchanges.store
+        stand_in = getattr(self.provider, "store", None)
+        if isinstance(stand_in, Store) and remote(stand_in) and not remote(self._plan_store):
+            self._plan_store = stand_in
         # An async client's calls are planned one at a time, in the order they arrive.
         self._planning = asyncio.Lock()
 
     async def aplan(self, parts: RequestParts, canonical: Canonical) -> Plan:
-        """`plan` for an async client, made on a store thread where the journal is on a server
-        (its reads never hold the loop); calls are planned one at a time in their order of
-        arrival, so each claims the position it would claim on the loop. A recorded reply is
-        then written off the loop too (the tracked sink's `offload`)."""
-        async with self._planning:  # on LMDB the plan is made in place: never contended
-            return await acall(self.exchanges.store, self._plan_ahead, parts, canonical)
-
-    def _plan_ahead(self, parts: RequestParts, canonical: Canonical) -> Plan:
-        """`plan`; on a store thread, a replayed reply's frame pages past the first are read
-        then rather than by the reader on the loop (a record is capped, 1 MB by default)."""
-        token = _READ_AHEAD.set(remote(self.exchanges.store))
-        try:
-            return self.plan(parts, canonical)
-        finally:
-            _READ_AHEAD.reset(token)
+        """`plan` for an async client, made on a store thread where the journal (or a cassette
+        answering for the provider) is on a server, so its reads never hold the loop; a replayed
+        reply's further frame pages are read there too (`Exchanges.frames`). Calls are planned
+        one at a time in their order of arrival, so each claims the position it would claim on
+        the loop. Where the journal is on a server, a recorded reply is then written off the
+        loop too (the tracked sink's `offload`)."""
+        async with self._planning:  # on LMDB alone the plan is made in place: never contended
+            return await acall(self._plan_store, self.plan, parts, canonical)
 
     async def areplays(self, frame: CallFrame) -> bool:
         """`replays` from the event loop, without blocking it where the journal is on a
@@ -214,8 +210,6 @@ class RunSession:
             if frame is not None and (record.status >= 400 or record.status == 0):
                 raise ReplayedFailure(record, self.exchanges.body(record, first_page))
             frames = self.exchanges.frames(record, first_page)
-            if record.pages > 1 and _READ_AHEAD.get():
-                frames = iter(list(frames))  # its pages read here, on the store thread
             failure = record.extra.get("failure")
             if isinstance(failure, dict) and failure.get("type") == _TRUNCATED:
                 frames = _cut_short(frames, str(failure.get("message", "")))

@@ -43,6 +43,19 @@ def server(name: str = "shared") -> Any:
         return found
 
 
+def stop_servers() -> None:
+    """Stop and delete the servers this process started. Called as the test session ends
+    (tests/conftest.py), not left to pgserver's exit handler: pytest-xdist kills a worker whose
+    exit takes more than 10 s, and on a loaded machine stopping several servers one after
+    another (a checkpoint each, the last registered first) can, leaving the first, "shared",
+    running."""
+    with _lock:
+        found = list(_servers.values())
+        _servers.clear()
+    for one in found:
+        one.cleanup()  # pgserver's own: stop it, delete its folder, drop the exit handler
+
+
 def server_url() -> str:
     """The URL of the test server (the environment's, or a throwaway one)."""
     given = os.environ.get("PYRULA_TEST_POSTGRES_URL")

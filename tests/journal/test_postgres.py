@@ -101,6 +101,16 @@ def test_a_schema_1_store_migrates_to_the_sent_index_and_keeps_what_it_held():
         store.write(lambda txn: txn.put(b"s" * 32, b"f" * 32, db=store.db("sent_index")))
 
 
+def test_lmdbs_flush_options_are_accepted_and_change_nothing():
+    # One call opens either backend; on PostgreSQL the server decides how a commit is flushed.
+    url = fresh_url()
+    with Store(url, sync=False, metasync=False) as store:
+        meta = store.db("meta")
+        store.write(lambda txn: txn.put(b"k", b"v", db=meta))
+    with Store(url) as store:
+        assert store.get(store.db("meta"), b"k") == b"v"
+
+
 def test_the_location_shown_never_carries_the_password():
     assert (
         display("postgresql://me:s3cret@db.internal/runs") == "postgresql://me:***@db.internal/runs"

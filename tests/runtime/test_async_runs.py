@@ -19,7 +19,7 @@ import pytest
 
 import pyrula
 from pyrula.agents.compat.openai import AsyncOpenAI as DropInAsyncOpenAI
-from pyrula.journal.store import Store
+from pyrula.journal.store import Store, open_store
 from pyrula.runtime import RunStore, answer, submit
 from pyrula.workflows import WorkflowContext, workflow
 from tests.fakes.clock import wait_until
@@ -212,6 +212,42 @@ def test_replaying_a_long_stream_reads_its_pages_off_the_loop():
         assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
     finally:
         store.close()
+
+
+@workflow(name="async_cassette_on_a_server")
+async def async_cassette_on_a_server(ctx: WorkflowContext) -> str:
+    client = async_openai(LONG)
+    if not SEEN.get("hold"):
+        return await _read_stream(client)
+    held = HeldStore(SEEN["url"], table=SEEN["table"], safety=10)  # the cassette's reads wait
+    reading = asyncio.ensure_future(_read_stream(client))
+    SEEN["waiting"], SEEN["ticks"] = await while_held(held, reading, 1)
+    return await reading
+
+
+@pytest.mark.parametrize("table", ["pyrula_exchanges", "pyrula_frames"])
+def test_a_cassette_on_a_server_is_read_off_the_loop_of_a_run_on_lmdb(tmp_path, table):
+    LONG.calls.clear()
+    SEEN.clear()
+    cassettes = Store(fresh_url())
+    runs = [open_store(str(tmp_path / name)) for name in ("recording", "replaying")]
+    try:
+        with pyrula.cassette("long-run", store=cassettes):  # recorded there, several pages
+            submit(async_cassette_on_a_server, store=runs[0])
+            drive(runs[0])
+        SEEN.update(url=cassettes.url, table=table, hold=True)
+        with pyrula.cassette("long-run", mode="none", store=cassettes):
+            handle = submit(async_cassette_on_a_server, store=runs[1])
+            drive(runs[1])
+        record = handle.record
+        assert record.status == "completed", record.error
+        assert record.result == "x" * 100 * 1500 and len(LONG.calls) == 1  # the cassette's
+        # The lookup of its recording (or the reads of its frame pages) waited on the server
+        # while the run's loop kept turning.
+        assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
+    finally:
+        for store in [cassettes, *runs]:
+            store.close()
 
 
 @workflow(name="async_quick")

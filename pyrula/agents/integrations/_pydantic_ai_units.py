@@ -130,7 +130,8 @@ async def model_request_unit(
                 response = await body()
         finally:
             attempt.budget.settle(reservation, None)
-        attempt.write("llm:done", _usage_payload(response, model_name))
+        # Group-committed, as a step's outcome is: on PostgreSQL the loop never waits on it.
+        await attempt.awrite("llm:done", _usage_payload(response, model_name))
         return {"asked": digest, "response": response}
 
     record = await WorkflowContext(attempt).step(name, ask)

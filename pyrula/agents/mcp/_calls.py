@@ -16,7 +16,8 @@ from pyrula.errors import (
     StoreError,
     ToolServerUnavailable,
 )
-from pyrula.runtime import RunHandle, cancel, submit
+from pyrula.journal.async_store import acall
+from pyrula.runtime import RunHandle, RunRecord, cancel, submit
 
 _ENDED = frozenset({"completed", "failed", "cancelled", "budget_exceeded"})
 
@@ -64,8 +65,12 @@ def unavailable(exc: BaseException) -> ToolServerUnavailable:
     )
 
 
-def _worker_on_it(handle: RunHandle, now: float) -> bool:
-    record = handle.record
+def _look(handle: RunHandle) -> tuple[bool, RunRecord]:
+    """Whether the run's cancel was requested, and its record: one look at it."""
+    return handle.journal.cancel_requested(handle.id), handle.record
+
+
+def _worker_on_it(record: RunRecord, now: float) -> bool:
     lease = record.lease or {}
     return record.status == "running" and float(lease.get("expires", 0)) > now
 
@@ -79,17 +84,19 @@ async def outcome(handle: RunHandle, served: ServedTool, options: CallOptions) -
     unattended_since: float | None = None
     while True:
         try:
+            # Made off the event loop (on a store thread for PostgreSQL): the server's other
+            # calls go on while the look waits on the store.
+            cancelled, record = await acall(handle.journal.store, _look, handle)
             # A cancelled call stays cancelled for its callers, even where the tool had
             # already finished when the cancel arrived.
-            if handle.journal.cancel_requested(handle.id):
+            if cancelled:
                 raise DurableInvocationCancelled(
                     f"run {handle.id} (tool {served.name!r}) was cancelled"
                 )
-            record = handle.record
             if record.status in _ENDED:
                 return await handle.result()
             now = time.monotonic()
-            if _worker_on_it(handle, time.time()):
+            if _worker_on_it(record, time.time()):
                 unattended_since = None
             elif unattended_since is None:
                 unattended_since = now

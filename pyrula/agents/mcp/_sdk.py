@@ -13,6 +13,7 @@ import anyio
 from pyrula.agents.mcp._calls import CallOptions, cancel_run, outcome, start
 from pyrula.agents.mcp._tools import ServedTool
 from pyrula.errors import IdempotencyConflict, JournalRefusal, ToolServerUnavailable
+from pyrula.journal.async_store import acall
 
 _EXTRA = 'pip install "pyrula[agents]" (or pip install "mcp>=1.24,<3")'
 _CONTEXT_PARAM = "pyrula_mcp_context"
@@ -99,7 +100,10 @@ def _handler(
         try:
             key = (idempotency_from_request or idempotency_key_of)(ctx)
             identity = (identity_from_request or identity_of)(ctx)
-            handle = start(
+            # Submitted off the event loop (on a store thread for PostgreSQL), as the waits are.
+            handle = await acall(
+                store,
+                start,
                 store,
                 served,
                 _as_json(arguments),

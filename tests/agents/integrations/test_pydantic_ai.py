@@ -4,6 +4,7 @@ calling the provider or running a tool again, held to the caps, cancellable, red
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from pathlib import Path
@@ -26,6 +27,7 @@ from tests.agents.integrations.pydantic_ai_support import (
     triage_agent,
 )
 from tests.fakes.openai_api import chat_chunks
+from tests.fakes.postgres import HeldStore, fresh_url, while_held
 from tests.fakes.provider import Upstream
 from tests.fakes.server import Script, Seen, Server
 from tests.runtime.support import WorkerProcess, drive, new_store
@@ -159,6 +161,34 @@ def test_a_changed_prompt_on_resume_raises_replay_input_changed(tmp_path):
     assert record.status == "failed"
     assert record.error["type"] == "ReplayInputChanged"
     assert len(upstream.calls) == len(TURNS)
+
+
+# -- on PostgreSQL the run's loop never waits on the server ----------------------------------
+
+
+def test_a_model_requests_fact_waits_on_the_server_off_the_runs_loop(tmp_path):
+    upstream = _upstream("openai")
+    store = Store(fresh_url())
+    seen: dict[str, int] = {}
+
+    @workflow(name="pai_held")
+    async def body(ctx: Any) -> str:
+        pai = triage_agent(_model("openai", upstream), str(tmp_path))
+        held = HeldStore(store.url, safety=10)  # from now on, every write of the store waits
+        running = asyncio.ensure_future(pai.run("Triage ticket T-42"))
+        seen["waiting"], seen["ticks"] = await while_held(held, running, 1)
+        return (await running).output.owner
+
+    try:
+        handle = submit(body, store=store)
+        drive(store)
+        record = RunStore(store).get(handle.id)
+        assert record.status == "completed" and record.result == "ops", record.error
+        # The first request's `llm:done` waited on the server while the run's loop turned.
+        assert seen["waiting"] >= 1 and seen["ticks"] > 0, seen
+        assert len(_events(store, handle.id, "llm:done")) == len(TURNS)
+    finally:
+        store.close()
 
 
 # -- boundaries and caps ------------------------------------------------------------------------
