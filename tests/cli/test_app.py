@@ -99,3 +99,31 @@ def test_a_worker_starts_without_the_other_commands_rich_or_httpx(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert (store / "data.mdb").exists()  # it did start, on the store it was given
+
+
+def test_a_worker_imports_its_modules_unscanned_and_skips_the_exit_collections(tmp_path):
+    # Issue 17: the collector's passes over an SDK's objects while they import, and over every
+    # object at the interpreter's exit, were a tenth of a worker's start-and-exit. The workflow
+    # still runs with the collector on, and atexit handlers still run.
+    (tmp_path / "gc_app.py").write_text(
+        "import atexit, gc, pathlib\n"
+        "from pyrula.runtime import workflow\n"
+        "out = pathlib.Path('seen.txt')\n"
+        "out.write_text(f'import {gc.isenabled()}\\n')\n"
+        "atexit.register(lambda: out.open('a').write(f'exit {gc.get_freeze_count() > 0}\\n'))\n"
+        "@workflow\n"
+        "async def probe(ctx):\n"
+        "    out.open('a').write(f'run {gc.isenabled()}\\n')\n"
+    )
+    store = tmp_path / "s"
+    submitted = subprocess.run(
+        [sys.executable, "-c", "from pyrula.runtime import submit; "
+         f"submit('probe', store={str(store)!r})"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    done = _worker("--import", "gc_app", "--store", str(store), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "seen.txt").read_text().split("\n") == [
+        "import False", "run True", "exit True", ""
+    ]
