@@ -9,7 +9,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from pyrula.cli._collector import skip_exit_collections
+from pyrula.cli._collector import program
 from pyrula.cli.worker import worker
 
 # The commands that load when they are used: (module, its Typer app or command function). Each
@@ -80,10 +80,8 @@ app.command("worker")(worker)
 
 def main() -> None:
     """The `pyrula` program (also `python -m pyrula.cli.app`): the process ends with it."""
-    try:
+    with program():
         app()
-    finally:
-        skip_exit_collections()
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Apart from the other commands, and importing no rich, so that a worker starts with the runtime,
 typer and the user's modules only (`pyrula.cli.app` loads the other commands when they are used).
-The user's modules import with the garbage collector paused (`_collector`).
+The user's modules import with the garbage collector paused, then frozen (`_collector`).
 
 No `from __future__ import annotations` here: typer reads the command's signature, and string
 annotations would each be parsed and evaluated again at every start.
@@ -17,7 +17,7 @@ from typing import Annotated
 
 import typer
 
-from pyrula.cli._collector import collection_paused
+from pyrula.cli._collector import importing
 from pyrula.cli._options import StoreOption
 from pyrula.cli._reporting import reported
 from pyrula.cli._worker_log import install as install_log
@@ -86,7 +86,7 @@ def worker(
     """Claim queued runs from the store and execute them, until stopped (Ctrl-C or SIGTERM:
     drain, then release)."""
     sys.path.insert(0, ".")
-    with collection_paused():
+    with importing():
         for module in imports:
             _import_or_exit(module)
     with reported(False):

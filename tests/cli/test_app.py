@@ -101,10 +101,10 @@ def test_a_worker_starts_without_the_other_commands_rich_or_httpx(tmp_path):
     assert (store / "data.mdb").exists()  # it did start, on the store it was given
 
 
-def test_a_worker_imports_its_modules_unscanned_and_skips_the_exit_collections(tmp_path):
-    # Issue 17: the collector's passes over an SDK's objects while they import, and over every
-    # object at the interpreter's exit, were a tenth of a worker's start-and-exit. The workflow
-    # still runs with the collector on, and atexit handlers still run.
+def test_a_worker_freezes_what_its_modules_made_and_skips_the_exit_collections(tmp_path):
+    # Issue 17: the collector's passes over an SDK's objects while they import, after, and over
+    # every object at the interpreter's exit, were a tenth of a worker's start-and-exit. The
+    # imported objects are frozen; the workflow runs with the collector on; atexit still runs.
     (tmp_path / "gc_app.py").write_text(
         "import atexit, gc, pathlib\n"
         "from pyrula.runtime import workflow\n"
@@ -113,7 +113,7 @@ def test_a_worker_imports_its_modules_unscanned_and_skips_the_exit_collections(t
         "atexit.register(lambda: out.open('a').write(f'exit {gc.get_freeze_count() > 0}\\n'))\n"
         "@workflow\n"
         "async def probe(ctx):\n"
-        "    out.open('a').write(f'run {gc.isenabled()}\\n')\n"
+        "    out.open('a').write(f'run {gc.isenabled()} {gc.get_freeze_count() > 0}\\n')\n"
     )
     store = tmp_path / "s"
     submitted = subprocess.run(
@@ -125,5 +125,5 @@ def test_a_worker_imports_its_modules_unscanned_and_skips_the_exit_collections(t
     done = _worker("--import", "gc_app", "--store", str(store), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "seen.txt").read_text().split("\n") == [
-        "import False", "run True", "exit True", ""
+        "import False", "run True True", "exit True", ""
     ]
