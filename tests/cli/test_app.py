@@ -79,7 +79,8 @@ def test_the_demo_refuses_a_postgresql_store_and_names_what_to_use(tmp_path):
     assert "docs/scaling.md" in result.output
 def test_a_worker_starts_without_the_other_commands_rich_or_httpx(tmp_path):
     # Issue 17: a worker's start imported every command, rich and httpx before claiming a run,
-    # and the run client (`submit`, `answer`, ...) with `pyrula.runtime`.
+    # and the run client (`submit`, `answer`, ...) with `pyrula.runtime`; and an attempt's
+    # session, the transport core and the reply rules, which load with its first run.
     store = tmp_path / "s"
     code = (
         "import runpy, sys\n"
@@ -91,7 +92,8 @@ def test_a_worker_starts_without_the_other_commands_rich_or_httpx(tmp_path):
         "    assert not stop.code, stop.code\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'httpx')\n"
         "             or m in ('pyrula.cli.journal', 'pyrula.cli.runs', 'pyrula.cli.proxy',\n"
-        "                      'pyrula.runtime.client')))\n"
+        "                      'pyrula.runtime.client', 'pyrula.runtime.session',\n"
+        "                      'pyrula.transport.core', 'pyrula.replies')))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60
