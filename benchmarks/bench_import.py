@@ -25,7 +25,8 @@ the current code, and the table prints both.
 
 `--callgrind` adds instruction counts (valgrind), which the machine's load does not change: one
 child per case under `valgrind --tool=callgrind --dump-before=getppid`, counted from exec to a
-mark (`os.getppid()`) placed after the import, or at the first line of the worker's first run.
+mark (`os.getppid()`) placed after the import, or at the first line of the worker's first run;
+the worker that exits with nothing queued is counted whole, exec to exit.
 The counts include the interpreter's own start (the `python -c pass` row); the `added` column is
 each case minus `import openai` from the same run.
 
@@ -191,8 +192,11 @@ def _foreign(children: Children, tree: Path | None) -> list[str]:
     return found.stdout.split()
 
 
-def _instructions(argv: list[str], env: dict[str, str], cwd: Path, out: Path) -> int:
-    """Instructions from exec to the first `os.getppid()`, counted by callgrind."""
+def _instructions(
+    argv: list[str], env: dict[str, str], cwd: Path, out: Path, *, whole: bool = False
+) -> int:
+    """Instructions from exec to the first `os.getppid()` (or, `whole`, to the process's end:
+    every dump summed), counted by callgrind."""
     out.mkdir()
     command = [
         "valgrind",
@@ -206,13 +210,19 @@ def _instructions(argv: list[str], env: dict[str, str], cwd: Path, out: Path) ->
     )
     if done.returncode != 0:
         raise SystemExit(f"callgrind child failed ({done.returncode}):\n{done.stderr[-4000:]}")
+    if whole:
+        return sum(_summary(dump) for dump in out.glob("cg.out*"))
     first = out / "cg.out.1"
     if not first.exists():
         raise SystemExit(f"callgrind child never reached its mark: {' '.join(argv)}")
-    for line in first.read_text().splitlines():
+    return _summary(first)
+
+
+def _summary(dump: Path) -> int:
+    for line in dump.read_text().splitlines():
         if line.startswith("summary:"):
             return int(line.split()[1])
-    raise SystemExit(f"no summary in {first}")
+    raise SystemExit(f"no summary in {dump}")
 
 
 def _callgrind(children: Children, trees: dict[str, Path | None]) -> dict[tuple[str, str], int]:
@@ -231,6 +241,11 @@ def _callgrind(children: Children, trees: dict[str, Path | None]) -> dict[tuple[
         out = children.folder / f"cg{len(counts)}"
         counts[(label, WORKER_FIRST)] = _instructions(
             argv, children.env(tree), children.app_dir, out
+        )
+        argv = children.worker_argv(children.store(tree, queued=False))
+        out = children.folder / f"cg{len(counts)}"
+        counts[(label, WORKER_IDLE)] = _instructions(
+            argv, children.env(tree), children.app_dir, out, whole=True
         )
     return counts
 

@@ -1,18 +1,19 @@
 """Pyrula: durable AI-agent work, journaled at the HTTP transport layer.
 
 The names below load on first use, so a worker that imports only `pyrula.runtime` does not pay
-for the HTTP stacks it never touches.
+for the HTTP stacks it never touches, nor a drop-in for cassettes.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+from types import ModuleType
+from typing import TYPE_CHECKING, Any
 
-# Eager: the function `cassette` must win over the submodule of the same name.
-from pyrula.cassette import Cassette, VerifyMismatch, cassette
 from pyrula.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from pyrula.cassette import Cassette, VerifyMismatch, cassette
     from pyrula.errors import (
         JournalRefusal,
         NetworkBlocked,
@@ -37,6 +38,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 _WHERE = {
+    **dict.fromkeys(("Cassette", "VerifyMismatch", "cassette"), "pyrula.cassette"),
     "Store": "pyrula.journal",
     "AsyncHttpx2Transport": "pyrula.transport",
     "AsyncHttpxTransport": "pyrula.transport",
@@ -84,3 +86,16 @@ __all__ = [
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _WHERE)
+
+
+class _Package(ModuleType):
+    """`pyrula`, whose function `cassette` wins over the submodule of the same name: importing
+    `pyrula.cassette` (which sets the package's attribute to the module) keeps the function."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "cassette" and isinstance(value, ModuleType):
+            value = value.cassette
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
+from pyrula.cli._collector import program
 from pyrula.cli.worker import worker
 
 # The commands that load when they are used: (module, its Typer app or command function). Each
@@ -78,7 +79,9 @@ app.command("worker")(worker)
 
 
 def main() -> None:
-    app()
+    """The `pyrula` program (also `python -m pyrula.cli.app`): the process ends with it."""
+    with program():
+        app()
 
 
 if __name__ == "__main__":

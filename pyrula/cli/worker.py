@@ -2,9 +2,11 @@
 
 Apart from the other commands, and importing no rich, so that a worker starts with the runtime,
 typer and the user's modules only (`pyrula.cli.app` loads the other commands when they are used).
-"""
+The user's modules import with the garbage collector paused, then frozen (`_collector`).
 
-from __future__ import annotations
+No `from __future__ import annotations` here: typer reads the command's signature, and string
+annotations would each be parsed and evaluated again at every start.
+"""
 
 import asyncio
 import importlib
@@ -15,6 +17,7 @@ from typing import Annotated
 
 import typer
 
+from pyrula.cli._collector import importing
 from pyrula.cli._options import StoreOption
 from pyrula.cli._reporting import reported
 from pyrula.cli._worker_log import install as install_log
@@ -83,45 +86,48 @@ def worker(
     """Claim queued runs from the store and execute them, until stopped (Ctrl-C or SIGTERM:
     drain, then release)."""
     sys.path.insert(0, ".")
-    for module in imports:
-        _import_or_exit(module)
+    with importing():
+        for module in imports:
+            _import_or_exit(module)
     with reported(False):
         opened = Store(store, create=create)
-    install_log(as_json=as_json, quiet=quiet)
-    try:
-        kept = parse_duration(retention) if retention is not None else None
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--retention") from None
-    runner = Worker(
-        opened,
-        lease_seconds=lease_seconds,
-        concurrency=concurrency,
-        grace_seconds=grace,
-        retention=kept,
-    )
-    names = sorted(runner.claimable())
-    say(
-        "started",
-        f"pyrula worker {runner.worker_id} on {runner.store.location} (lease {lease_seconds:g}s, "
-        f"{concurrency} at once, grace {grace:g}s): {', '.join(names) or 'no workflows'}",
-        worker=runner.worker_id,
-        store=str(runner.store.location),
-        workflows=names,
-    )
-
-    if not names:
+    with opened:  # closed here, not left to the interpreter's exit
+        install_log(as_json=as_json, quiet=quiet)
+        try:
+            kept = parse_duration(retention) if retention is not None else None
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--retention") from None
+        runner = Worker(
+            opened,
+            lease_seconds=lease_seconds,
+            concurrency=concurrency,
+            grace_seconds=grace,
+            retention=kept,
+        )
+        names = sorted(runner.claimable())
         say(
-            "no_workflows",
-            "no workflow or agent is imported, so this worker claims no run; pass --import "
-            "with the module that defines them",
-            level=logging.WARNING,
+            "started",
+            f"pyrula worker {runner.worker_id} on {runner.store.location} "
+            f"(lease {lease_seconds:g}s, {concurrency} at once, grace {grace:g}s): "
+            f"{', '.join(names) or 'no workflows'}",
+            worker=runner.worker_id,
+            store=str(runner.store.location),
+            workflows=names,
         )
 
-    async def main() -> int:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, runner.stop)
-        return await runner.run(until_idle=until_idle)
+        if not names:
+            say(
+                "no_workflows",
+                "no workflow or agent is imported, so this worker claims no run; pass --import "
+                "with the module that defines them",
+                level=logging.WARNING,
+            )
 
-    executed = asyncio.run(main())
-    say("stopped", f"pyrula worker: {executed} attempt(s) executed", executed=executed)
+        async def main() -> int:
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, runner.stop)
+            return await runner.run(until_idle=until_idle)
+
+        executed = asyncio.run(main())
+        say("stopped", f"pyrula worker: {executed} attempt(s) executed", executed=executed)

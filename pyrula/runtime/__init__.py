@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     )
     from pyrula.runtime.context import AgentContext, ToolContext, WorkflowContext
     from pyrula.runtime.limits import AgentLimits
-    from pyrula.runtime.metering import prices
+    from pyrula.runtime.pricing import prices
     from pyrula.runtime.ratelimit import LLMRate
     from pyrula.runtime.registry import Definition, ToolDefinition, agent, tool, workflow
     from pyrula.runtime.runstore import Event, RunRecord, RunStore
@@ -37,7 +37,7 @@ _WHERE: dict[str, str] = {
     ),
     **dict.fromkeys(("AgentContext", "ToolContext", "WorkflowContext"), "pyrula.runtime.context"),
     "AgentLimits": "pyrula.runtime.limits",
-    "prices": "pyrula.runtime.metering",
+    "prices": "pyrula.runtime.pricing",
     "LLMRate": "pyrula.runtime.ratelimit",
     **dict.fromkeys(
         ("Definition", "ToolDefinition", "agent", "tool", "workflow"), "pyrula.runtime.registry"

@@ -21,17 +21,17 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pyrula.errors import RecordRefused
-from pyrula.fingerprints import Canonical, RequestParts
-from pyrula.journal.exchanges import ExchangeRecord
-from pyrula.journal.recorder import Reply
 from pyrula.runtime.limits import Reservation, estimate_tokens
 from pyrula.runtime.media import billable_request_bytes
 from pyrula.runtime.positions import MAIN, Scope
 from pyrula.runtime.ratelimit import BEDROCK, GEMINI, LLMRate, Slot
-from pyrula.transport.core import Session
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the transport stack loads with the first model call, not with a drop-in
+    from pyrula.fingerprints import Canonical, RequestParts
+    from pyrula.journal.exchanges import ExchangeRecord
+    from pyrula.journal.recorder import Reply
     from pyrula.runtime.attempt import Attempt
+    from pyrula.transport.core import Session
 
 __all__ = [
     "BEDROCK",

@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from pyrula.errors import BudgetExceeded
-from pyrula.runtime.metering import deployment, prices, requested_model
+from pyrula.runtime.pricing import deployment, prices, requested_model
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,7 +18,7 @@ import socket
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyrula.errors import (
     BudgetExceeded,
@@ -34,9 +34,7 @@ from pyrula.errors import (
 from pyrula.journal.async_store import acall
 from pyrula.journal.store import Store, open_store
 from pyrula.journal.wakeups import WAKE_FALLBACK_SECONDS
-from pyrula.runtime.attempt import Attempt, HandedOff, Park
 from pyrula.runtime.calls import running
-from pyrula.runtime.context import AgentContext, WorkflowContext
 from pyrula.runtime.failures import describe_error
 from pyrula.runtime.records import (
     BUDGET_EXCEEDED,
@@ -59,7 +57,9 @@ from pyrula.runtime.worker_log import (
     log_store_down,
     store_down,
 )
-from pyrula.transport.core import pop_session, push_session
+
+if TYPE_CHECKING:
+    from pyrula.runtime.attempt import Attempt
 
 
 @dataclass
@@ -289,6 +289,12 @@ class Worker:
             await acall(store, journal.finish, run.id, lease, CANCELLED, "run:cancelled", {})
             log_run(CANCELLED, run, lease, started)
             return
+        # An attempt's machinery (its session, the transport stack, the contexts) loads with
+        # the first run this worker executes: a worker that finds none exits without it.
+        from pyrula.runtime.attempt import Attempt, HandedOff, Park
+        from pyrula.runtime.context import AgentContext, WorkflowContext
+        from pyrula.transport.core import pop_session, push_session
+
         events, data = await acall(store, _journaled_so_far, journal, run.id)
         attempt = Attempt(
             journal,

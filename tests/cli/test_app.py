@@ -79,7 +79,8 @@ def test_the_demo_refuses_a_postgresql_store_and_names_what_to_use(tmp_path):
     assert "docs/scaling.md" in result.output
 def test_a_worker_starts_without_the_other_commands_rich_or_httpx(tmp_path):
     # Issue 17: a worker's start imported every command, rich and httpx before claiming a run,
-    # and the run client (`submit`, `answer`, ...) with `pyrula.runtime`.
+    # and the run client (`submit`, `answer`, ...) with `pyrula.runtime`; and an attempt's
+    # session, the transport core and the reply rules, which load with its first run.
     store = tmp_path / "s"
     code = (
         "import runpy, sys\n"
@@ -91,7 +92,8 @@ def test_a_worker_starts_without_the_other_commands_rich_or_httpx(tmp_path):
         "    assert not stop.code, stop.code\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('rich', 'httpx')\n"
         "             or m in ('pyrula.cli.journal', 'pyrula.cli.runs', 'pyrula.cli.proxy',\n"
-        "                      'pyrula.runtime.client')))\n"
+        "                      'pyrula.runtime.client', 'pyrula.runtime.session',\n"
+        "                      'pyrula.transport.core', 'pyrula.replies')))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, timeout=60
@@ -99,3 +101,31 @@ def test_a_worker_starts_without_the_other_commands_rich_or_httpx(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert (store / "data.mdb").exists()  # it did start, on the store it was given
+
+
+def test_a_worker_freezes_what_its_modules_made_and_skips_the_exit_collections(tmp_path):
+    # Issue 17: the collector's passes over an SDK's objects while they import, after, and over
+    # every object at the interpreter's exit, were a tenth of a worker's start-and-exit. The
+    # imported objects are frozen; the workflow runs with the collector on; atexit still runs.
+    (tmp_path / "gc_app.py").write_text(
+        "import atexit, gc, pathlib\n"
+        "from pyrula.runtime import workflow\n"
+        "out = pathlib.Path('seen.txt')\n"
+        "out.write_text(f'import {gc.isenabled()}\\n')\n"
+        "atexit.register(lambda: out.open('a').write(f'exit {gc.get_freeze_count() > 0}\\n'))\n"
+        "@workflow\n"
+        "async def probe(ctx):\n"
+        "    out.open('a').write(f'run {gc.isenabled()} {gc.get_freeze_count() > 0}\\n')\n"
+    )
+    store = tmp_path / "s"
+    submitted = subprocess.run(
+        [sys.executable, "-c", "from pyrula.runtime import submit; "
+         f"submit('probe', store={str(store)!r})"],
+        capture_output=True, text=True, cwd=tmp_path, timeout=60,
+    )
+    assert submitted.returncode == 0, submitted.stderr
+    done = _worker("--import", "gc_app", "--store", str(store), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "seen.txt").read_text().split("\n") == [
+        "import False", "run True True", "exit True", ""
+    ]

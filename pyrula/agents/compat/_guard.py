@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 from pyrula.agents.compat._surfaces import SurfaceTable, Verdict
 from pyrula.errors import UnjournaledSurface
 from pyrula.runtime.calls import current_run, passed_through, runs_bound
-from pyrula.transport.core import current_session
 
 T = TypeVar("T")
 
@@ -45,6 +44,9 @@ _warned_sites: set[tuple[str, int]] = set()
 
 
 def _warn_unjournaled(client: Any) -> None:
+    # Imported here: the transport stack loads with a client's first call, not with the drop-in.
+    from pyrula.transport.core import current_session
+
     if current_session() is not None:
         return  # a cassette journals the call
     if runs_bound():

@@ -5,8 +5,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from pyrula.transport import adapters
-
 # The journal transport for a client, by the client's own class (openai 3.x takes either stack):
 # (HTTP library, its sync client's journal transport, its async client's). A library is looked
 # at only when it is already imported, as it is wherever one of its clients exists, so a
@@ -18,6 +16,9 @@ _STACKS = (
 
 
 def _journal_transport_for(client: Any) -> Any:
+    # Imported here: the transport stack loads with the first client, not with the drop-in.
+    from pyrula.transport import adapters
+
     for library, sync_name, async_name in _STACKS:
         lib = sys.modules.get(library)
         if lib is None:
@@ -38,13 +39,15 @@ def journal_http_client(client: Any, sdk: str) -> None:
             f"{type(client).__name__}; build it with `{sdk}.DefaultHttpxClient(...)` (or "
             "`DefaultAsyncHttpxClient`) and pass that"
         )
+    from pyrula.transport.adapters import JournalTransport
+
     transport = client._transport
-    if not isinstance(transport, adapters.JournalTransport):
+    if not isinstance(transport, JournalTransport):
         client._transport = wrap(transport)
     client._mounts = {
         pattern: (
             mounted
-            if mounted is None or isinstance(mounted, adapters.JournalTransport)
+            if mounted is None or isinstance(mounted, JournalTransport)
             else wrap(mounted)
         )
         for pattern, mounted in client._mounts.items()

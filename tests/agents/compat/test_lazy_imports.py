@@ -94,3 +94,33 @@ def test_the_runtime_names_load_on_first_use_and_are_the_modules_own():
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:3] == ["False", "True True True True", "[]"]
+
+
+def test_the_transport_stack_loads_with_the_first_client_not_with_the_drop_in():
+    # Issue 17: `pyrula.runtime.calls` and the guard imported the fingerprints, the journal, the
+    # reply rules and the transport core (and `import pyrula` the cassettes) with every drop-in.
+    done = _python(
+        "import sys\n"
+        "stack = ('pyrula.fingerprints', 'pyrula.journal', 'pyrula.replies', 'pyrula.transport',\n"
+        "         'pyrula.cassette', 'pyrula.runtime.metering')\n"
+        "def loaded():\n"
+        "    return sorted(m for m in stack if m in sys.modules)\n"
+        "from pyrula.agents.compat.openai import AsyncOpenAI\n"
+        "print(loaded())\n"
+        "AsyncOpenAI(api_key='sk-unused')\n"
+        "print('pyrula.transport.core' in sys.modules, 'pyrula.cassette' in sys.modules)\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["[]", "True False"]
+
+
+def test_pyrula_cassette_is_the_function_whichever_is_imported_first():
+    done = _python(
+        "import sys, pyrula\n"
+        "print('pyrula.cassette' in sys.modules)\n"
+        "from pyrula.cassette import Cassette\n"
+        "import pyrula.cassette\n"
+        "print(callable(pyrula.cassette), pyrula.cassette.__name__, pyrula.Cassette is Cassette)\n"
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n")[:2] == ["False", "True cassette True"]
