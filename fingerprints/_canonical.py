@@ -22,18 +22,20 @@ _NO_KEYS: frozenset[str] = frozenset()
 # Built once: `json.dumps` with options constructs a fresh encoder on every call.
 _ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 _ASCII_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
-# The ASCII encoder's C core, built once and called directly: `JSONEncoder.encode` builds a new
-# one per call. No circular-reference markers (parsed JSON has no cycles), so it holds no state
+# The encoders' C cores, built once and called directly: `JSONEncoder.encode` builds a new one
+# per call. No circular-reference markers (parsed JSON has no cycles), so a core holds no state
 # between calls and threads may share it. None where the C accelerator is missing.
 _MAKE_ENCODER: Any = getattr(json.encoder, "c_make_encoder", None)
-_ASCII_CORE: Any = (
-    None
-    if _MAKE_ENCODER is None
-    else _MAKE_ENCODER(
-        None, _ASCII_ENCODER.default, json.encoder.encode_basestring_ascii, None, ":", ",",
-        True, False, True,
-    )
-)
+
+
+def _c_core(encoder: json.JSONEncoder, escape: Any) -> Any:
+    if _MAKE_ENCODER is None:
+        return None
+    return _MAKE_ENCODER(None, encoder.default, escape, None, ":", ",", True, False, True)
+
+
+_ASCII_CORE: Any = _c_core(_ASCII_ENCODER, json.encoder.encode_basestring_ascii)
+_CORE: Any = _c_core(_ENCODER, json.encoder.encode_basestring)  # `canonical_json`'s
 _DECODER = json.JSONDecoder()  # provider bodies are UTF-8; `json.loads` would sniff for UTF-16/32
 
 
@@ -120,7 +122,11 @@ def _trailer(surface: str) -> bytes:
 def canonical_json(value: Any) -> bytes:
     """Serialise with sorted keys and fixed separators: one byte string per JSON value."""
     # JSON may carry a lone surrogate escape ("\ud800"); strict UTF-8 would refuse to encode it.
-    return _ENCODER.encode(value).encode("utf-8", "surrogatepass")
+    # A string takes `JSONEncoder.encode`'s own fast path; a container the prebuilt core, which
+    # spares building an encoder per call (recording encodes every part of a request).
+    if _CORE is None or type(value) is str:
+        return _ENCODER.encode(value).encode("utf-8", "surrogatepass")
+    return "".join(_CORE(value, 0)).encode("utf-8", "surrogatepass")
 
 
 def binary_digest(data: bytes | str) -> dict[str, str]:

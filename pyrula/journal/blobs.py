@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyrula.errors import StoreCorrupt
 from pyrula.fingerprints import canonical_json
@@ -19,46 +19,87 @@ from pyrula.journal.store import Txn
 # Values whose JSON is shorter than this are cheaper inline than as a 32-byte reference.
 _INLINE_MAX = 128
 _EMPTY = b"\x00" * 32
+_sha256 = hashlib.sha256
 
 
-def _put(txn: Txn | None, db: Any, data: bytes) -> bytes:
-    digest = hashlib.sha256(data).digest()
-    if txn is not None:
-        txn.put(digest, data, db=db, overwrite=False)
+class EncodedRequest(NamedTuple):
+    """A request document as `put_request` stores it, computed once: its reference, the
+    blobs to put (digest, bytes) in order, and the document as canonical JSON (assembled from
+    the same bytes: what the recorder scrubs and the size cap counts)."""
+
+    ref: str
+    blobs: list[tuple[bytes, bytes]]
+    json: bytes
+
+
+def _blob(blobs: list[tuple[bytes, bytes]], data: bytes) -> bytes:
+    digest = _sha256(data).digest()
+    blobs.append((digest, data))
     return digest
 
 
-def _store_value(txn: Txn | None, db: Any, value: Any) -> Any:
-    if isinstance(value, list) and value:
+def _encode_value(blobs: list[tuple[bytes, bytes]], value: Any) -> tuple[Any, bytes]:
+    """What a document holds in place of `value` (inline, or a reference), and `value` as
+    canonical JSON. A tuple is a list: the recorder's documents were once re-parsed JSON."""
+    if isinstance(value, (list, tuple)) and value:
         cell = _EMPTY
-        for element in value:
-            element_ref = _put(txn, db, canonical_json(element))
-            cell = _put(txn, db, b"L" + cell + element_ref)
-        return {"$list": cell.hex(), "$n": len(value)}
+        elements = [canonical_json(element) for element in value]
+        for element in elements:
+            cell = _blob(blobs, b"L" + cell + _blob(blobs, element))
+        return {"$list": cell.hex(), "$n": len(value)}, b"[" + b",".join(elements) + b"]"
     encoded = canonical_json(value)
     if len(encoded) <= _INLINE_MAX:
         # A small object that itself looks like a reference is wrapped, never misread.
         if isinstance(value, dict) and ({"$blob", "$list", "$inline"} & value.keys()):
-            return {"$inline": value}
-        return value
-    return {"$blob": _put(txn, db, encoded).hex()}
+            return {"$inline": value}, encoded
+        return value, encoded
+    return {"$blob": _blob(blobs, encoded).hex()}, encoded
+
+
+def _object_json(members: dict[str, bytes]) -> bytes:
+    """`{name: value}` as canonical JSON, from each value's canonical JSON."""
+    return b"{" + b",".join(canonical_json(k) + b":" + members[k] for k in sorted(members)) + b"}"
+
+
+def encode_request(doc: dict[str, Any]) -> EncodedRequest:
+    """Each part of `doc` serialised and hashed once: what `put_request` stores and returns."""
+    blobs: list[tuple[bytes, bytes]] = []
+    stored: dict[str, Any] = {}
+    sections: dict[str, bytes] = {}
+    plain = all(type(name) is str for name in doc)
+    for section, part in doc.items():
+        if not isinstance(part, dict):
+            stored[section] = part
+            sections[section] = canonical_json(part)
+            continue
+        values: dict[str, Any] = {}
+        members: dict[str, bytes] = {}
+        for name, value in part.items():
+            values[name], members[name] = _encode_value(blobs, value)
+        plain = plain and all(type(name) is str for name in part)
+        stored[section] = values
+        sections[section] = _object_json(members) if plain else b""
+    # Names that are not strings (never in a recorded document) take the encoder's own way.
+    whole = _object_json(sections) if plain else canonical_json(doc)
+    return EncodedRequest(_blob(blobs, canonical_json(stored)).hex(), blobs, whole)
+
+
+def put_encoded(txn: Txn, db: Any, encoded: EncodedRequest) -> str:
+    """Store an encoded request document's blobs (each once: an existing one stays); return its
+    reference."""
+    for digest, data in encoded.blobs:
+        txn.put(digest, data, db=db, overwrite=False)
+    return encoded.ref
 
 
 def request_ref(doc: dict[str, Any]) -> str:
     """The reference `put_request` gives `doc`, computed without storing anything."""
-    return put_request(None, None, doc)
+    return encode_request(doc).ref
 
 
-def put_request(txn: Txn | None, db: Any, doc: dict[str, Any]) -> str:
-    """Store a request document (its top-level parts deduplicated); return its reference
-    (with no transaction, only the reference)."""
-    stored = {
-        section: {name: _store_value(txn, db, value) for name, value in doc[section].items()}
-        if isinstance(doc.get(section), dict)
-        else doc.get(section)
-        for section in doc
-    }
-    return _put(txn, db, canonical_json(stored)).hex()
+def put_request(txn: Txn, db: Any, doc: dict[str, Any]) -> str:
+    """Store a request document (its top-level parts deduplicated); return its reference."""
+    return put_encoded(txn, db, encode_request(doc))
 
 
 def _load_value(txn: Txn, db: Any, value: Any) -> Any:

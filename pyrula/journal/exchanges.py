@@ -14,7 +14,6 @@ header) still read.
 
 from __future__ import annotations
 
-import json
 import os
 import struct
 import time
@@ -45,7 +44,9 @@ _U32 = struct.Struct(">I")
 class Exchange:
     """One live exchange to write, already scrubbed: `Exchanges.put` makes its record."""
 
-    request_doc: dict[str, Any]  # the scrubbed canonical request, kept once in `blobs`
+    # The scrubbed canonical request, kept once in `blobs`: a document, or one already encoded
+    # (`blobs.encode_request`, as the recorder hands it over).
+    request_doc: dict[str, Any] | blobs.EncodedRequest
     surface: str
     fingerprint: str
     method: str
@@ -211,12 +212,15 @@ class Exchanges:
         """
         frames = exchange.frames
         size = sum(len(f) for f in frames)
-        self.store.check_size(size + len(json.dumps(exchange.request_doc)), "recorded exchange")
+        request = exchange.request_doc
+        if not isinstance(request, blobs.EncodedRequest):
+            request = blobs.encode_request(request)
+        self.store.check_size(size + len(request.json), "recorded exchange")
         pages = _pack(frames)
         record_id = os.urandom(16).hex()
 
         def write(txn: Txn) -> ExchangeRecord:
-            ref = blobs.put_request(txn, self._blobs, exchange.request_doc)
+            ref = blobs.put_encoded(txn, self._blobs, request)
             record = ExchangeRecord(
                 id=record_id,
                 surface=exchange.surface,

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pyrula.fingerprints import Canonical, RequestParts, canonical_json
-from pyrula.journal import scrub, sent_index
+from pyrula.fingerprints import Canonical, RequestParts
+from pyrula.journal import blobs, scrub, sent_index
 from pyrula.journal.exchanges import Exchange, ExchangeRecord, Exchanges
 from pyrula.journal.store import Txn
 
@@ -32,18 +32,33 @@ def request_document(
     parts: RequestParts, canonical: Canonical, secrets: list[bytes] | None = None
 ) -> dict[str, object]:
     """The request as it is kept: canonical fields only, no headers, no credentials."""
+    result: dict[str, object] = json.loads(scrubbed_request(parts, canonical, secrets).json)
+    return result
+
+
+def scrubbed_request(
+    parts: RequestParts,
+    canonical: Canonical,
+    secrets: list[bytes] | None = None,
+    url: str | None = None,
+) -> blobs.EncodedRequest:
+    """`request_document`, encoded for the store (`blobs.encode_request`): each part serialised
+    and hashed once. Secrets are looked for in the whole document's JSON, as one string; only a
+    document they are found in is masked and parsed again (its parts then encoded afresh)."""
     if secrets is None:
         secrets = scrub.secret_values(parts.headers, parts.url)
     doc = {
         "surface": canonical.surface,
         "method": parts.method,
-        "url": scrub.scrub_url(parts.url),
+        "url": scrub.scrub_url(parts.url) if url is None else url,
         "compared": canonical.compared,
         "meta": canonical.meta,
     }
-    cleaned = scrub.scrub_bytes(canonical_json(doc), secrets, patterns=True)
-    result: dict[str, object] = json.loads(cleaned)
-    return result
+    encoded = blobs.encode_request(doc)
+    cleaned = scrub.scrub_bytes(encoded.json, secrets, patterns=True)
+    if cleaned == encoded.json:
+        return encoded
+    return blobs.encode_request(json.loads(cleaned))
 
 
 def record_exchange(
@@ -79,12 +94,13 @@ def record_exchange(
     sent = sent_index.digest(parts, canonical)
     if sent is not None:  # kept with the record, so an export or a text cassette carries it
         extra[sent_index.EXTRA] = sent.hex()
+    url = scrub.scrub_url(parts.url)
     exchange = Exchange(
-        request_doc=request_document(parts, canonical, secrets),
+        request_doc=scrubbed_request(parts, canonical, secrets, url),
         surface=canonical.surface,
         fingerprint=canonical.digest,
         method=parts.method,
-        url=scrub.scrub_url(parts.url),
+        url=url,
         status=reply.status,
         headers=headers,
         frames=frames,

@@ -6,6 +6,7 @@ import hashlib
 
 import lmdb
 import pytest
+from pyrula.fingerprints import canonical_json
 
 from pyrula.errors import NotAStore, PayloadTooLarge, StoreCorrupt, StoreFormatError
 from pyrula.journal import Exchange, Exchanges, Store
@@ -106,6 +107,17 @@ def test_a_record_over_the_cap_raises_and_names_the_fix(tmp_path):
             _put(Exchanges(store), b"big", b"x" * 20_000)
         assert error.value.cap == 10_000
         assert Exchanges(store).get(b"big") is None
+
+
+def test_the_cap_counts_the_frames_and_the_request_documents_canonical_json(tmp_path):
+    doc = {"surface": "generic", "compared": {"k": "626967"}, "meta": {}}  # as `_put` writes
+    size = len(b"x" * 5_000) + len(canonical_json(doc))
+    with Store(tmp_path / "cap", max_record_bytes=size) as store:
+        _put(Exchanges(store), b"big", b"x" * 5_000)  # exactly at the cap: recorded
+        with pytest.raises(PayloadTooLarge) as error:
+            _put(Exchanges(store), b"big", b"x" * 5_001)
+        assert error.value.size == size + 1
+        assert Exchanges(store).get(b"big") is not None
 
 
 def test_a_reply_larger_than_a_page_replays_frame_by_frame(tmp_path):
