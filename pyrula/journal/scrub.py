@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 MASK = "[scrubbed]"
@@ -44,15 +44,26 @@ SECRET_QUERY_PARAMS = frozenset(
 )
 
 # Secret-shaped values: provider keys, bearer tokens, AWS ids and signatures, OAuth tokens.
+# Every alternative begins with a literal (so the engine skips to the bytes that may start one),
+# and at most one of them can match at any position (their first two bytes differ), so their
+# order does not matter. `bearer` is in any case, spelled out: `(?i:...)` would hide the prefix.
+_BEARER = rb"[Ee][Aa][Rr][Ee][Rr]\s+[A-Za-z0-9._~+/=\-]{12,}"
 _SECRET_PATTERNS = re.compile(
     rb"sk-(?:ant-|proj-)?[A-Za-z0-9_\-]{16,}"
-    rb"|(?:AKIA|ASIA)[0-9A-Z]{16}"
+    rb"|AKIA[0-9A-Z]{16}|ASIA[0-9A-Z]{16}"
     rb"|AIza[0-9A-Za-z_\-]{30,}"
     rb"|ya29\.[0-9A-Za-z_\-.]{20,}"
-    rb"|(?i:bearer)\s+[A-Za-z0-9._~+/=\-]{12,}"
-    rb"|Credential=[^,\s\"]+"
+    rb"|B" + _BEARER + rb"|b" + _BEARER
+    + rb"|Credential=[^,\s\"]+"
     rb"|Signature=[0-9a-fA-F]{32,}"
 )
+# What each alternative begins with: bytes holding none of these (`bearer` in any case) hold
+# nothing secret-shaped, found with a few substring searches instead of the pattern's scan.
+_PATTERN_STARTS = (b"sk-", b"AKIA", b"ASIA", b"AIza", b"ya29.", b"Credential=", b"Signature=")
+
+
+def _may_hold_pattern(data: bytes) -> bool:
+    return any(start in data for start in _PATTERN_STARTS) or b"bearer" in data.lower()
 
 
 def secret_values(headers: Mapping[str, str], url: str) -> list[bytes]:
@@ -76,7 +87,7 @@ def scrub_bytes(data: bytes, secrets: Iterable[bytes] = (), *, patterns: bool = 
     for secret in secrets:
         if secret in data:
             data = data.replace(secret, MASK.encode())
-    if patterns:
+    if patterns and _may_hold_pattern(data):
         data = _SECRET_PATTERNS.sub(MASK.encode(), data)
     return data
 
@@ -93,8 +104,8 @@ def scrub_frames(
     held only the middle of a secret) is dropped.
     """
     body = b"".join(frames)
-    spans = [m.span() for secret in secrets for m in re.finditer(re.escape(secret), body)]
-    if patterns:
+    spans = [span for secret in secrets for span in _occurrences(body, secret)]
+    if patterns and _may_hold_pattern(body):
         spans += [m.span() for m in _SECRET_PATTERNS.finditer(body)]
     if not spans:
         return frames
@@ -124,6 +135,14 @@ def scrub_frames(
         if piece or not frame:
             out.append(bytes(piece))
     return out
+
+
+def _occurrences(body: bytes, secret: bytes) -> Iterator[tuple[int, int]]:
+    """The spans of `secret` in `body`, left to right, none overlapping (as `re.finditer`)."""
+    at = body.find(secret)
+    while at >= 0:
+        yield at, at + len(secret)
+        at = body.find(secret, at + len(secret))
 
 
 def scrub_text(text: str, secrets: Iterable[bytes] = ()) -> str:
