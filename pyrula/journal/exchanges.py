@@ -30,7 +30,7 @@ from pyrula.journal.records import (
     RECORD_FORMAT,
     ExchangeRecord,
     encode,
-    in_newest_format,
+    encode_newest,
     verified,
 )
 from pyrula.journal.records import decode as _decode
@@ -239,8 +239,8 @@ class Exchanges:
                 namespace=exchange.namespace,
                 extra=exchange.extra,
             )
-            record = in_newest_format(record)
-            self._write_record(txn, key, record, pages)
+            record, value = encode_newest(record, pages[0])
+            self._write_record(txn, key, record, pages, value)
             if also is not None:
                 also(txn, record)
             return record
@@ -309,13 +309,19 @@ class Exchanges:
         return self.store.write(write)
 
     def _write_record(
-        self, txn: Txn, key: bytes, record: ExchangeRecord, pages: list[bytes]
+        self,
+        txn: Txn,
+        key: bytes,
+        record: ExchangeRecord,
+        pages: list[bytes],
+        value: bytes | None = None,
     ) -> None:
-        """Put `record` and its pages under `key`, dropping the pages of the record it replaces."""
+        """Put `record` (its stored `value`, if already encoded) and its pages under `key`,
+        dropping the pages of the record it replaces."""
         old = txn.get(key, db=self._db)
         if old is not None:
             self._delete_pages(txn, _readable(old))
-        txn.put(key, encode(record, pages[0]), db=self._db)
+        txn.put(key, encode(record, pages[0]) if value is None else value, db=self._db)
         for number, page in enumerate(pages[1:], start=1):
             if record.format >= 2:
                 page = _U32.pack(zlib.crc32(page)) + page

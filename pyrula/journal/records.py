@@ -128,6 +128,16 @@ def in_newest_format(record: ExchangeRecord) -> ExchangeRecord:
     return record if record.format == format_ else record._replace(format=format_)
 
 
+def encode_newest(record: ExchangeRecord, first_page: bytes) -> tuple[ExchangeRecord, bytes]:
+    """`in_newest_format(record)` and its stored value, with `record` checked against format 3
+    once (the recorder's path: `encode` would check it again)."""
+    if fits_format_3(record) is None:
+        record = record if record.format == RECORD_FORMAT else record._replace(format=3)
+        return record, _pack_3(record, first_page)
+    record = record if record.format == 2 else record._replace(format=2)
+    return record, encode(record, first_page)
+
+
 def _strings(record: ExchangeRecord) -> list[str]:
     strings = [record.surface, record.method, record.namespace, record.url]
     for name, value in record.headers:
@@ -139,6 +149,10 @@ def _encode_3(record: ExchangeRecord, first_page: bytes) -> bytes:
     why = fits_format_3(record)
     if why is not None:
         raise ValueError(f"record format 3 cannot hold this record: {why}")
+    return _pack_3(record, first_page)
+
+
+def _pack_3(record: ExchangeRecord, first_page: bytes) -> bytes:
     text = "\x00".join(_strings(record)).encode("utf-8", "surrogatepass")
     extra = json.dumps(record.extra, separators=(",", ":")).encode() if record.extra else b""
     if len(text) >= 1 << 32 or len(extra) >= 1 << 32:
