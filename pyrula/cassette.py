@@ -161,9 +161,10 @@ class Cassette:
 
     @property
     def replay_sent(self) -> Callable[[bytes], Replay | None] | None:
-        """`_replay_sent` where it may answer: a mode that replays, over a store whose sent index
-        has entries (looked at once per block, and once for the proxy's life); else None, and
-        requests are canonicalised at once, without a digest."""
+        """`_replay_sent` where it may answer: a mode that replays (not a block entered empty in
+        mode once, which records everything), over a store whose sent index has entries (looked
+        at once per block, and once for the proxy's life); else None, and requests are
+        canonicalised at once, without a digest."""
         if self._finds_sent is None:
             self._finds_sent = self.mode not in ("all", "verify") and self.exchanges.finds_sent()
         return self._replay_sent if self._finds_sent else None
@@ -306,6 +307,10 @@ class Cassette:
         self._had_records = (
             next(self.store.iter_prefix(self.store.exchanges_db, prefix), None) is not None
         )
+        if self.mode == "once" and not self._had_records:
+            # Everything is recorded: a request's sent digest could only find what `plan`'s own
+            # read finds (a recording another writer made meanwhile), so it is not computed.
+            self._finds_sent = False
         if self.mode == "none":
             netguard.block(self._allow_hosts)
         self._token = push_session(self)

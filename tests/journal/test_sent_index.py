@@ -250,6 +250,18 @@ def test_the_modes_that_replay_use_the_sent_digest(store_path, mode):
     assert (reached, cas.stats.sent_hits) == ([], 1)
 
 
+def test_a_block_entered_empty_in_mode_once_records_without_the_index(store_path):
+    record_elsewhere(str(store_path), [_chat(uuid.uuid4().hex)], [{"n": 0}], cassette="filled")
+    with Store(store_path) as store:
+        assert Exchanges(store).finds_sent()
+        with pyrula.cassette("filled", mode="once", store=store) as filled:
+            assert filled.replay_sent is not None
+        with pyrula.cassette("empty", mode="once", store=store) as empty:
+            assert empty.replay_sent is None  # it records everything: no digest is computed
+        with pyrula.cassette("empty", mode="new_episodes", store=store) as again:
+            assert again.replay_sent is not None
+
+
 def test_a_store_from_before_the_index_opened_read_only_replays_by_canonicalising(store_path):
     import lmdb
 
