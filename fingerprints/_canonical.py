@@ -36,6 +36,7 @@ def _c_core(encoder: json.JSONEncoder, escape: Any) -> Any:
 
 _ASCII_CORE: Any = _c_core(_ASCII_ENCODER, json.encoder.encode_basestring_ascii)
 _CORE: Any = _c_core(_ENCODER, json.encoder.encode_basestring)  # `canonical_json`'s
+_QUOTE = json.encoder.encode_basestring
 _DECODER = json.JSONDecoder()  # provider bodies are UTF-8; `json.loads` would sniff for UTF-16/32
 
 
@@ -122,9 +123,12 @@ def _trailer(surface: str) -> bytes:
 def canonical_json(value: Any) -> bytes:
     """Serialise with sorted keys and fixed separators: one byte string per JSON value."""
     # JSON may carry a lone surrogate escape ("\ud800"); strict UTF-8 would refuse to encode it.
-    # A string takes `JSONEncoder.encode`'s own fast path; a container the prebuilt core, which
-    # spares building an encoder per call (recording encodes every part of a request).
-    if _CORE is None or type(value) is str:
+    # A string is quoted at once (as `JSONEncoder.encode` would), anything else goes through the
+    # prebuilt core, which spares building an encoder per call (recording encodes every part of
+    # a request).
+    if type(value) is str:
+        return _QUOTE(value).encode("utf-8", "surrogatepass")
+    if _CORE is None:
         return _ENCODER.encode(value).encode("utf-8", "surrogatepass")
     return "".join(_CORE(value, 0)).encode("utf-8", "surrogatepass")
 

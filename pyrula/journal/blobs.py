@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 from pyrula.errors import StoreCorrupt
@@ -20,6 +21,7 @@ from pyrula.journal.store import Txn
 _INLINE_MAX = 128
 _EMPTY = b"\x00" * 32
 _sha256 = hashlib.sha256
+_quote = json.encoder.encode_basestring  # a JSON string, unescaped, as `canonical_json` makes it
 
 
 class EncodedRequest(NamedTuple):
@@ -56,17 +58,23 @@ def _encode_value(blobs: list[tuple[bytes, bytes]], value: Any) -> tuple[Any, by
     return {"$blob": _blob(blobs, encoded).hex()}, encoded
 
 
+@lru_cache(maxsize=1024)
+def _name_json(name: str) -> bytes:
+    """A member's name as canonical JSON (`TypeError` for a name that is not a string). A
+    document's names are few and recur in every request: each is encoded once."""
+    return _quote(name).encode("utf-8", "surrogatepass")
+
+
 def _object_json(members: dict[str, bytes]) -> bytes:
     """`{name: value}` as canonical JSON, from each value's canonical JSON."""
-    return b"{" + b",".join(canonical_json(k) + b":" + members[k] for k in sorted(members)) + b"}"
+    return b"{" + b",".join([_name_json(k) + b":" + members[k] for k in sorted(members)]) + b"}"
 
 
 def encode_request(doc: dict[str, Any]) -> EncodedRequest:
     """Each part of `doc` serialised and hashed once: what `put_request` stores and returns."""
     blobs: list[tuple[bytes, bytes]] = []
     stored: dict[str, Any] = {}
-    sections: dict[str, bytes] = {}
-    plain = all(type(name) is str for name in doc)
+    sections: dict[str, bytes | dict[str, bytes]] = {}  # each part's canonical JSON
     for section, part in doc.items():
         if not isinstance(part, dict):
             stored[section] = part
@@ -76,11 +84,14 @@ def encode_request(doc: dict[str, Any]) -> EncodedRequest:
         members: dict[str, bytes] = {}
         for name, value in part.items():
             values[name], members[name] = _encode_value(blobs, value)
-        plain = plain and all(type(name) is str for name in part)
         stored[section] = values
-        sections[section] = _object_json(members) if plain else b""
-    # Names that are not strings (never in a recorded document) take the encoder's own way.
-    whole = _object_json(sections) if plain else canonical_json(doc)
+        sections[section] = members
+    try:
+        whole = _object_json(
+            {k: v if isinstance(v, bytes) else _object_json(v) for k, v in sections.items()}
+        )
+    except TypeError:  # a name that is not a string (never in a recorded document)
+        whole = canonical_json(doc)  # the encoder's own way, which turns it into one
     return EncodedRequest(_blob(blobs, canonical_json(stored)).hex(), blobs, whole)
 
 
