@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from functools import lru_cache
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 MASK = "[scrubbed]"
@@ -75,11 +76,19 @@ def secret_values(headers: Mapping[str, str], url: str) -> list[bytes]:
             scheme, _, token = value.partition(" ")
             if token and scheme.lower() in {"bearer", "basic", "token"}:
                 found.append(token)
-    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
-        if name.lower() in SECRET_QUERY_PARAMS and value:
-            found.append(value)
+    found += _query_secrets(url)
     # Short values (a user id, "true") would mask innocent text; credentials are long.
     return sorted({v.encode() for v in found if len(v) >= 8}, key=len, reverse=True)
+
+
+# A process sends few distinct URLs: what is found in each is kept (it holds nothing the process
+# does not hold already), so a recording parses its URL's query once.
+@lru_cache(maxsize=256)
+def _query_secrets(url: str) -> tuple[str, ...]:
+    if "?" not in url:
+        return ()
+    query = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    return tuple(value for name, value in query if name.lower() in SECRET_QUERY_PARAMS and value)
 
 
 def scrub_bytes(data: bytes, secrets: Iterable[bytes] = (), *, patterns: bool = False) -> bytes:
@@ -149,6 +158,7 @@ def scrub_text(text: str, secrets: Iterable[bytes] = ()) -> str:
     return scrub_bytes(text.encode(), secrets, patterns=True).decode("utf-8", "replace")
 
 
+@lru_cache(maxsize=256)  # as `_query_secrets`
 def scrub_url(url: str) -> str:
     """The URL without user info and without secret query parameters."""
     parts = urlsplit(url)
