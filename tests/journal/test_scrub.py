@@ -44,7 +44,8 @@ def test_the_rewritten_pattern_masks_what_the_first_one_did():
 @pytest.mark.parametrize("patterns", [False, True])
 def test_literal_secrets_are_masked_across_every_chunk_boundary(patterns):
     secret = b"tok-0123456789abcdef"
-    body = b'{"echo": "' + secret + b'", "again": "' + secret + b"-" + secret + b'"} sk-' + b"a" * 20
+    again = secret + b"-" + secret
+    body = b'{"echo": "' + secret + b'", "again": "' + again + b'"} sk-' + b"a" * 20
     masked = scrub.scrub_bytes(body, [secret], patterns=patterns)
     for cut in range(1, len(body)):
         for second in (cut + 1, cut + 7, len(body)):
