@@ -81,7 +81,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _serve(self) -> None:
         length = int(self.headers.get("content-length") or 0)
-        body = self.rfile.read(length) if length else b""
+        try:
+            body = self.rfile.read(length) if length else b""
+        except OSError:
+            body = b""
+        if len(body) < length:
+            # The client went away mid-request (a SIGKILLed worker): a provider never gets to
+            # such a request, so it is neither answered nor counted as seen.
+            self.close_connection = True
+            return
         seen = Seen(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
         script = self.server.upstream.answer(seen)
         if script.hang_first:
