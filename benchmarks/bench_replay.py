@@ -48,6 +48,7 @@ from __future__ import annotations
 import cProfile
 import io
 import json
+import os
 import pstats
 from collections.abc import Callable
 from pathlib import Path
@@ -142,6 +143,10 @@ def record_text_cassettes(store_path: str, client: httpx.Client, block: int) -> 
     for entry in document["exchanges"]:
         del entry["extra"]["sent"]
     file.write_text(cassette_file.dumps(document))
+    for name in TEXT_CASSETTES.values():  # checked out before the suite began, as in a clone
+        file, _ = text_cassette(store_path, name)
+        then = file.stat().st_mtime_ns - 3600 * 1_000_000_000
+        os.utime(file, ns=(then, then))
 
 
 def response_json(content: str) -> bytes:

@@ -32,9 +32,13 @@ cache writes the store's sent index (`sent_index.py`). `reply` is the body:
 byte for byte, `{"lines": [...]}` for other UTF-8 text, `{"frames": [...]}` for a stream (one SSE
 frame per line; a frame that is not UTF-8 as `{"base64": ...}`), `{"base64": ...}` otherwise.
 
-The store is the cache: opening a cassette reads the file and compares its SHA-256 with the one
-recorded when the cache was last filled from it; only when they differ is the file parsed and the
-cassette's records replaced. The file is written atomically (a temporary file renamed over it).
+The store is the cache. Beside the SHA-256 of the file it was last filled from, it notes the
+file's stat (size, mtime, ctime, inode) and when that stat was taken. Opening a cassette whose
+file still has the noted stat, last changed well before it was noted, trusts the cache without
+reading the file (git's index rule: a file written in the same timestamp tick as its check may have
+changed unseen, so such a "racy" stat is never trusted). Otherwise the file is read and hashed;
+only when the digest differs is it parsed and the cassette's records replaced. The file is written
+atomically (a temporary file renamed over it).
 """
 
 from __future__ import annotations
@@ -44,6 +48,7 @@ import hashlib
 import json
 import os
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -80,23 +85,71 @@ _RECORD_FIELDS = (
 )
 
 
+# A stat is trusted only for a file last changed this long before the stat was taken: longer
+# than the coarsest timestamp tick in use (2 s on FAT), so a change within the tick is seen.
+RACY_NS = 3_000_000_000
+
+
 def file_digest(data: bytes | None) -> bytes:
     return _ABSENT if data is None else hashlib.sha256(data).hexdigest().encode()
+
+
+def file_stat(path: Path) -> tuple[int, int, int, int] | None:
+    """What a change to the file changes: size, mtime, ctime, inode (None: no file)."""
+    try:
+        seen = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (seen.st_size, seen.st_mtime_ns, seen.st_ctime_ns, seen.st_ino)
+
+
+def _note(digest: bytes, stat: tuple[int, int, int, int] | None, taken_ns: int) -> bytes:
+    """The meta value: the digest, then (for a file) its stat and when the stat was taken."""
+    if stat is None:
+        return digest
+    return b" ".join([digest, *(str(n).encode() for n in (*stat, taken_ns))])
+
+
+def _trusted(note: bytes | None, stat: tuple[int, int, int, int] | None) -> bool:
+    """Whether `note` vouches for a file that now has `stat` without reading it."""
+    if note is None:
+        return False
+    if stat is None:
+        return note == _ABSENT
+    fields = note.split(b" ")
+    if len(fields) != 6:
+        return False  # no stat noted (an older note, or an absent file then)
+    try:
+        noted = tuple(int(f) for f in fields[1:])
+    except ValueError:
+        return False
+    return noted[:4] == stat and stat[1] + RACY_NS < noted[4]
 
 
 def sync(store: Store, name: str, path: Path) -> bool:
     """Make the store's records of cassette `name` those of the file at `path` (none when it is
     missing); return whether they had to be rebuilt (the file changed since the last time)."""
-    data = path.read_bytes() if path.exists() else None
+    meta_key = _META + name.encode()
+    note = store.get_meta(meta_key)
+    taken_ns = time.time_ns()
+    stat = file_stat(path)
+    if _trusted(note, stat):
+        return False
+    try:
+        data = path.read_bytes() if stat is not None else None
+    except FileNotFoundError:
+        data = stat = None  # removed since its stat
     digest = file_digest(data)
-    if store.get_meta(_META + name.encode()) == digest:
+    if note is not None and note.split(b" ", 1)[0] == digest:
+        if stat is not None and stat[1] + RACY_NS < taken_ns:
+            store.put_meta(meta_key, _note(digest, stat, taken_ns))  # trusted from now on
         return False
     stored = parse(data, name, path) if data is not None else []
     exchanges = Exchanges(store)
     exchanges.delete(key for key, _ in exchanges.scan(namespace_prefix(name)))
     if stored:
         exchanges.restore(stored)
-    store.put_meta(_META + name.encode(), digest)
+    store.put_meta(meta_key, _note(digest, stat, taken_ns))
     return True
 
 
@@ -117,7 +170,8 @@ def save(store: Store, name: str, path: Path) -> None:
         return
     data = dumps({"pyrula_cassette": FILE_FORMAT, "exchanges": entries}).encode("utf-8")
     _write_atomically(path, data)
-    store.put_meta(_META + name.encode(), file_digest(data))
+    taken_ns = time.time_ns()
+    store.put_meta(_META + name.encode(), _note(file_digest(data), file_stat(path), taken_ns))
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

@@ -4,6 +4,7 @@ the store as its cache (rebuilt only when the file's digest changes)."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -118,6 +119,77 @@ def test_the_cache_is_rebuilt_only_when_the_files_digest_changes(tmp_path):
     with Store(tmp_path / "cache") as store:
         assert cassette_file.sync(store, "cache", path) is True
         assert list(Exchanges(store).scan(namespace_prefix("cache"))) == []
+
+
+def _reads_of(path, monkeypatch) -> list[str]:
+    """The reads of `path` made from now on (an unchanged file's open should make none)."""
+    reads: list[str] = []
+    real = type(path).read_bytes
+
+    def counted(self):
+        if self == path:
+            reads.append(str(self))
+        return real(self)
+
+    monkeypatch.setattr(type(path), "read_bytes", counted)
+    return reads
+
+
+def _age(path, seconds: int = 3600) -> None:
+    """Set the file's mtime back, as a checkout made an hour ago leaves it."""
+    then = path.stat().st_mtime_ns - seconds * 1_000_000_000
+    os.utime(path, ns=(then, then))
+
+
+def test_a_settled_unchanged_file_opens_without_being_read(tmp_path, monkeypatch):
+    client = openai_api.openai_client(openai_api.upstream())
+    path = tmp_path / "c.json"
+    with pyrula.cassette("settled", path=path, store=tmp_path / "cache"):
+        client.chat.completions.create(model="m", messages=ask("a"))
+    _age(path)
+    reads = _reads_of(path, monkeypatch)
+    with Store(tmp_path / "cache") as store:
+        assert cassette_file.sync(store, "settled", path) is False  # read and hashed: the same
+        assert len(reads) == 1
+        for _ in range(3):
+            assert cassette_file.sync(store, "settled", path) is False
+        assert len(reads) == 1  # its stat vouched for it
+    with pyrula.cassette("settled", mode="none", path=path, store=tmp_path / "cache"):
+        client.chat.completions.create(model="m", messages=ask("a"))
+    assert len(reads) == 1
+
+
+def test_a_file_changed_within_its_timestamp_tick_is_still_read(tmp_path, monkeypatch):
+    client = openai_api.openai_client(openai_api.upstream())
+    path = tmp_path / "c.json"
+    with pyrula.cassette("racy", path=path, store=tmp_path / "cache"):
+        client.chat.completions.create(model="m", messages=ask("a"))
+    reads = _reads_of(path, monkeypatch)
+    with Store(tmp_path / "cache") as store:
+        # Just written: a change in the same tick would leave the stat as it is, so it is
+        # never trusted; every open reads the file until it has settled.
+        assert cassette_file.sync(store, "racy", path) is False
+        assert cassette_file.sync(store, "racy", path) is False
+        assert len(reads) == 2
+
+
+def test_an_edit_that_keeps_size_and_mtime_is_seen(tmp_path):
+    client = openai_api.openai_client(openai_api.upstream())
+    path = tmp_path / "c.json"
+    with pyrula.cassette("kept", path=path, store=tmp_path / "cache"):
+        client.chat.completions.create(model="m", messages=ask("a"))
+    _age(path)
+    with Store(tmp_path / "cache") as store:
+        assert cassette_file.sync(store, "kept", path) is False  # settled and noted
+        mtime = path.stat().st_mtime_ns
+        edited = path.read_text().replace('\\"Pong.\\"', '\\"Pang.\\"')  # the same size
+        assert edited != path.read_text()
+        path.write_text(edited)
+        os.utime(path, ns=(mtime, mtime))  # as `cp -p` or `touch -r` leave it
+        assert cassette_file.sync(store, "kept", path) is True  # its ctime moved
+    with pyrula.cassette("kept", mode="none", path=path, store=tmp_path / "cache"):
+        reply = client.chat.completions.create(model="m", messages=ask("a"))
+    assert "Pang." in reply.choices[0].message.content
 
 
 def test_a_damaged_file_is_a_typed_error_naming_it_and_the_fix(tmp_path):
