@@ -13,7 +13,9 @@ the lock and that statement, committed as the implicit transaction of its one ba
 A lost connection is retried with backoff for `PYRULA_PG_RETRY_SECONDS` (default 60). A commit
 whose outcome was lost with the connection is settled by its token: each write inserts a random
 token in the same transaction, so after reconnecting the token says whether it committed, and
-the write is neither lost nor applied twice. The store's sessions set
+the write is neither lost nor applied twice. Before that read, the lost session's server
+process is ended (it may not have noticed the loss, its batch still waiting for a lock), so it
+cannot commit after the read. The store's sessions set
 `idle_in_transaction_session_timeout` (`pg_txn.session_options`), so a host cut off in the middle
 of a transaction holds its locks for seconds, not hours.
 """
@@ -105,12 +107,16 @@ class PostgresStore(Store):
             psycopg.errors.IdleInTransactionSessionTimeout,
         )
         self.remote = True
+        # Each session's server process and its start, to end it once its connection is lost
+        # (`_end_lost_session`); the start tells it from a later process given the same pid.
+        self._sessions: dict[int, Any] = {}
         size = pool_size or int(os.environ.get("PYRULA_PG_POOL_SIZE", "8"))
         self.pool = ConnectionPool(
             self.url,
             min_size=1,
             max_size=max(size, 1),
             kwargs={"autocommit": True, **session_options(self.url)},
+            configure=self._note_session,
             open=False,
             name="pyrula",
         )
@@ -235,9 +241,11 @@ class PostgresStore(Store):
             begin = (begin_write(names, token=False), tuple(names or ()))
         while True:
             done = False
+            pid = 0
             txn: PgTxn | None = None
             try:
                 with self.pool.connection() as conn:
+                    pid = conn.info.backend_pid
                     # One batch: BEGIN, the token and the locks, the body's statements, its
                     # fenced puts and COMMIT; a body that waits for no answer (a fenced put's
                     # is read after the commit) costs one round trip. Fenced only: the token
@@ -269,14 +277,53 @@ class PostgresStore(Store):
                 # A lost or closed connection (a server restart): retry on a fresh one. A
                 # write whose commit was sent is settled: by its token, or (fenced only) by the
                 # rows its fenced puts wrote, each then added or not, never both.
-                if done and txn is not None and (fenced_only or self._committed(token, deadline)):
-                    txn.settle(self)
-                    return result
+                if done and txn is not None:
+                    self._end_lost_session(pid, deadline)
+                    if fenced_only or self._committed(token, deadline):
+                        txn.settle(self)
+                        return result
                 if time.monotonic() + delay > deadline:
                     raise StoreUnavailable(
                         f"{self.location} stayed unreachable ({exc}); nothing of this write was "
                         "kept: start the server (or raise PYRULA_PG_RETRY_SECONDS) and resume"
                     ) from exc
+                time.sleep(delay)
+                delay = min(delay * 2, 2.0)
+
+    def _note_session(self, conn: Any) -> None:
+        """The pool's hook for a new connection: note its server process and when it began."""
+        row = conn.execute(
+            "SELECT pid, backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+        ).fetchone()
+        if row is not None:
+            self._sessions[int(row[0])] = row[1]
+            while len(self._sessions) > 8 * max(self.pool.max_size, 1):  # closed since: forget
+                self._sessions.pop(next(iter(self._sessions)))
+
+    def _end_lost_session(self, pid: int, deadline: float) -> None:
+        """End the server process of a session whose connection was lost with a batch sent.
+
+        The server may not have noticed the loss: a batch still waiting there (for a lock) runs
+        and commits when it gets it, after its outcome was read back as "not written", and the
+        retry would then write it again. Once the process has exited, whatever it did not
+        commit is rolled back, so the read that follows sees the batch's final outcome. A
+        process gone already (a server restart) is not looked for again."""
+        started = self._sessions.pop(pid, None)
+        if started is None:
+            return
+        delay = 0.05
+        while True:
+            try:
+                with self.pool.connection() as conn:
+                    conn.execute(
+                        "SELECT pg_terminate_backend(pid, %s) FROM pg_stat_activity "
+                        "WHERE pid = %s AND backend_start = %s",
+                        (_TERMINATE_WAIT_MS, pid, started),
+                    )
+                    return
+            except psycopg.OperationalError:
+                if time.monotonic() + delay > deadline:
+                    return  # unreachable since: a restart ends every session
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
 
@@ -368,6 +415,10 @@ class PostgresStore(Store):
             "file_bytes": int(size[0]) if size else 0,
             "entries": counts,
         }
+
+
+# How long `_end_lost_session` waits for the lost session's process to exit.
+_TERMINATE_WAIT_MS = 30_000
 
 
 def _rollback(conn: Any) -> None:

@@ -4,6 +4,8 @@ survive a server restart exactly once."""
 from __future__ import annotations
 
 import asyncio
+import os
+import socket
 import threading
 
 import psycopg
@@ -17,7 +19,7 @@ from pyrula.journal.pg_txn import PgTxn
 from pyrula.journal.store import display
 from pyrula.runtime import RunStore
 from pyrula.runtime.grouped_append import append_grouped
-from tests.fakes.postgres import WireTrace, fresh_url, restart, server
+from tests.fakes.postgres import HeldStore, WireTrace, fresh_url, restart, server
 
 
 def _tables(url: str) -> list[str]:
@@ -408,3 +410,45 @@ def test_the_idle_timeout_can_be_set_by_the_url_or_turned_off(monkeypatch):
     monkeypatch.setenv("PYRULA_PG_IDLE_IN_TRANSACTION_SECONDS", "0")
     with Store(base) as store, store.read() as txn:
         assert txn._query("SHOW idle_in_transaction_session_timeout", ()).fetchone() == ("0",)
+
+
+def test_a_batch_still_waiting_on_the_server_after_its_connection_is_lost_is_not_applied_late():
+    # The connection breaks while the batch waits on the server for a lock; the server has not
+    # noticed (nothing is read from a waiting session). Read back at once, the batch is "not
+    # written" and the write's full form is sent instead. Before: the old session then got the
+    # lock and committed its batch too, so the fact was written twice (a, then b).
+    url = fresh_url()
+    with Store(url) as store:
+        store.write(lambda txn: txn.put(b"lease", b"mine", db="flags"))
+        connections: list[psycopg.Connection] = []
+        full_sent = threading.Event()
+
+        def fast(txn):
+            connections.append(txn.conn)
+            added = txn.put_fenced(
+                b"a", b"fast", db="events", after=None, fence=(b"lease", b"mine", "flags")
+            )
+            return lambda: "fast" if added() else MISSED
+
+        def full(txn):
+            full_sent.set()
+            txn.put(b"b", b"full", db="events")
+            return "full"
+
+        held = HeldStore(url)
+        outcome: list = []
+        writer = threading.Thread(
+            target=lambda: outcome.extend(commit_group(store, [_Write(full, fast, claim=b"a")]))
+        )
+        writer.start()
+        try:
+            while held.waiting() < 1:  # the batch is on the server, behind the lock
+                pass
+            fd = connections[0].pgconn.socket
+            socket.socket(fileno=os.dup(fd)).shutdown(socket.SHUT_RDWR)  # the network drops
+            assert full_sent.wait(60)  # read back as not written: the full form goes instead
+        finally:
+            held.release()
+            writer.join(120)
+        assert outcome == [(True, "full")]
+        assert (store.get("events", b"a"), store.get("events", b"b")) == (None, b"full")
