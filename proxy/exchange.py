@@ -147,7 +147,12 @@ class Handler:
             forwarded = headers.decodable_encodings(forwarded)
         parts = RequestParts(request.method, target.url, headers.joined(forwarded), request.body)
         try:
-            plan, canonical = self._sessions.plan(namespace, parts)
+            if self._sessions.remote:  # its reads wait on a server: not on this loop
+                plan, canonical = await anyio.to_thread.run_sync(
+                    self._sessions.plan, namespace, parts
+                )
+            else:
+                plan, canonical = self._sessions.plan(namespace, parts)
         except ReplayMiss as miss:
             outcome.kind = MISS
             outcome.detail = f"nearest {miss.nearest[:12]}" if miss.nearest else "nothing close"

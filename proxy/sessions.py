@@ -35,6 +35,8 @@ class Sessions:
         self.mode = mode
         self._cassettes: dict[str, Cassette] = {}
         self._lock = threading.Lock()
+        # A store on a server: each plan's reads are a round trip, made off the server's loop.
+        self.remote = store is not None and mode is not None and store.remote
 
     def plan(self, namespace: str, parts: RequestParts) -> tuple[Plan, Canonical | None]:
         """Replay, or go live (recording when `Live.sink` is set). May raise ReplayMiss. The

@@ -7,6 +7,7 @@ it was recorded. That key is one LMDB lookup, whatever the store holds.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import inspect
 import os
@@ -30,6 +31,7 @@ from pyrula.errors import (
 )
 from pyrula.fingerprints import Canonical, RequestParts, nearest
 from pyrula.journal import cassette_file
+from pyrula.journal.async_store import acall, offload, on_store_thread
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import cassette_key, namespace_prefix
 from pyrula.journal.recorder import Reply, record_exchange
@@ -86,6 +88,7 @@ class Cassette:
         self._token: object = None
         self._had_records = False
         self._finds_sent: bool | None = None  # see `replay_sent`
+        self._planning: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None  # `aplan`
         self._deleted = 0
         self.stats = CassetteStats()
         self.verify_report: list[VerifyResult] = []
@@ -138,7 +141,7 @@ class Cassette:
         key = self._prefix + bytes.fromhex(canonical.digest) + _U32.pack(occurrence)
 
         if self.mode == "all":
-            return Live(Callbacks(self._recorder(key, parts, canonical), cap=self._cap))
+            return Live(self._recording(key, parts, canonical))
         exchanges = self.exchanges
         found = exchanges.get(key)
         if self.mode == "verify":
@@ -157,7 +160,28 @@ class Cassette:
                 # A miss consumed no recording: a retry of the same request is the same miss.
                 self._seen[canonical.digest] = occurrence
             raise self._miss(parts, canonical, occurrence)
-        return Live(Callbacks(self._recorder(key, parts, canonical), cap=self._cap))
+        return Live(self._recording(key, parts, canonical))
+
+    def _recording(self, key: bytes, parts: RequestParts, canonical: Canonical) -> Callbacks:
+        """The sink that records a live reply under `key` (its write off an async client's loop
+        where the store is on a server)."""
+        recorder = self._recorder(key, parts, canonical)
+        return Callbacks(recorder, cap=self._cap, offload=offload(self.store))
+
+    async def aplan(self, parts: RequestParts, canonical: Canonical) -> Plan:
+        """`plan` for an async client. Where the store is on a server, it is made on a store
+        thread, so the lookup of the recording (and a replayed reply's further frame pages,
+        `Exchanges.frames`) never holds the loop; the calls of one loop are planned one at a
+        time in their order of arrival, each claiming the occurrence it would claim there. On
+        LMDB, in place."""
+        store = self.store
+        if not store.remote:
+            return self.plan(parts, canonical)
+        loop = asyncio.get_running_loop()
+        if self._planning is None or self._planning[0] is not loop:
+            self._planning = (loop, asyncio.Lock())
+        async with self._planning[1]:
+            return await acall(store, self.plan, parts, canonical)
 
     @property
     def replay_sent(self) -> Callable[[bytes], Replay | None] | None:
@@ -167,7 +191,11 @@ class Cassette:
         canonicalised at once, without a digest."""
         if self._finds_sent is None:
             self._finds_sent = self.mode not in ("all", "verify") and self.exchanges.finds_sent()
-        return self._replay_sent if self._finds_sent else None
+        if not self._finds_sent:
+            return None
+        if self.store.remote and _on_a_loop():
+            return None  # its read would hold an async client's loop: `aplan` reads instead
+        return self._replay_sent
 
     def _replay_sent(self, sent: bytes) -> Replay | None:
         """The replay of a request recorded before but new to this process, found by its sent
@@ -414,3 +442,12 @@ def _age(timestamp: float) -> str:
 
 
 __all__ = ["MODES", "Cassette", "Mode", "VerifyMismatch", "cassette"]
+
+
+def _on_a_loop() -> bool:
+    """Whether this runs on an event loop's thread (not on a store thread it waits on)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return not on_store_thread()

@@ -81,12 +81,14 @@ def offload_of(sink: object) -> Offload | None:
 @dataclass(frozen=True, slots=True)
 class Callbacks:
     """A `Sink` made of functions: `on_abandon` (when set) takes an unfinished reply, and
-    `on_truncated` a truncated one (default: `on_abandon`)."""
+    `on_truncated` a truncated one (default: `on_abandon`); `offload`, where an async tee runs
+    them (their store on a server)."""
 
     on_complete: Callable[[Reply], None]
     on_abandon: Callable[[Reply], None] | None = None
     on_truncated: Callable[[Reply], None] | None = None
     cap: int = 0
+    offload: Offload | None = None
 
     def began(self) -> None:
         return None

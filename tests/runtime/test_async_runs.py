@@ -320,3 +320,36 @@ def test_a_killed_worker_of_concurrent_async_calls_resumes_without_sending_any_a
 
 def _done(journal: RunStore, run_id: str, name: str) -> bool:
     return any(e.type == "step:done" and e.payload["name"] == name for e in journal.events(run_id))
+
+
+# -- a test's cassette on a server, outside any run ------------------------------------------
+
+
+async def _asked_while_held(held: HeldStore) -> tuple[str, int, int]:
+    client = async_openai(UPSTREAM)
+    asking = asyncio.ensure_future(ask(client, "outside"))
+    waiting, ticks = await while_held(held, asking, 1)
+    return await asking, waiting, ticks
+
+
+@pytest.mark.parametrize("table", ["pyrula_exchanges", None], ids=["replay", "record"])
+def test_an_async_clients_cassette_on_a_server_waits_off_the_loop_outside_a_run(table):
+    # Replaying, the lookup of the recording waits for the held table; recording, the write
+    # of the reply waits for the store's write lock. Either way the client's loop turns.
+    UPSTREAM.calls.clear()
+    cassettes = Store(fresh_url())
+    try:
+        if table is not None:
+            with pyrula.cassette("outside", store=cassettes):
+                asyncio.run(ask(async_openai(UPSTREAM), "outside"))
+        mode = "none" if table is not None else "once"
+        with pyrula.cassette("outside", mode=mode, store=cassettes) as cassette:
+            held = HeldStore(cassettes.url, table=table, safety=10)
+            text, waiting, ticks = asyncio.run(_asked_while_held(held))
+        assert text == "answer to outside" and len(UPSTREAM.calls) == 1
+        assert (cassette.stats.replayed, cassette.stats.recorded) == (
+            (1, 0) if table is not None else (0, 1)
+        )
+        assert waiting >= 1 and ticks > 0
+    finally:
+        cassettes.close()
