@@ -31,7 +31,7 @@ from pyrula.errors import (
 )
 from pyrula.fingerprints import Canonical, RequestParts, nearest
 from pyrula.journal import cassette_file
-from pyrula.journal.async_store import acall, offload, on_store_thread
+from pyrula.journal.async_store import acall, offload
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import cassette_key, namespace_prefix
 from pyrula.journal.recorder import Reply, record_exchange
@@ -88,6 +88,7 @@ class Cassette:
         self._token: object = None
         self._had_records = False
         self._finds_sent: bool | None = None  # see `replay_sent`
+        self._sent_waits = False  # the store is on a server (`replay_sent`)
         self._planning: tuple[asyncio.AbstractEventLoop, asyncio.Lock] | None = None  # `aplan`
         self._deleted = 0
         self.stats = CassetteStats()
@@ -191,9 +192,10 @@ class Cassette:
         canonicalised at once, without a digest."""
         if self._finds_sent is None:
             self._finds_sent = self.mode not in ("all", "verify") and self.exchanges.finds_sent()
+            self._sent_waits = self.store.remote
         if not self._finds_sent:
             return None
-        if self.store.remote and _on_a_loop():
+        if self._sent_waits and _on_a_loop():
             return None  # its read would hold an async client's loop: `aplan` reads instead
         return self._replay_sent
 
@@ -445,9 +447,9 @@ __all__ = ["MODES", "Cassette", "Mode", "VerifyMismatch", "cassette"]
 
 
 def _on_a_loop() -> bool:
-    """Whether this runs on an event loop's thread (not on a store thread it waits on)."""
+    """Whether this runs on an event loop's thread (a store thread `aplan` waits on has none)."""
     try:
         asyncio.get_running_loop()
     except RuntimeError:
         return False
-    return not on_store_thread()
+    return True

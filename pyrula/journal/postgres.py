@@ -309,37 +309,31 @@ class PostgresStore(Store):
         commit is rolled back, so the read that follows sees the batch's final outcome. A
         process gone already (a server restart) is not looked for again."""
         started = self._sessions.pop(pid, None)
-        if started is None:
-            return
-        delay = 0.05
-        while True:
-            try:
-                with self.pool.connection() as conn:
-                    conn.execute(
-                        "SELECT pg_terminate_backend(pid, %s) FROM pg_stat_activity "
-                        "WHERE pid = %s AND backend_start = %s",
-                        (_TERMINATE_WAIT_MS, pid, started),
-                    )
-                    return
-            except psycopg.OperationalError:
-                if time.monotonic() + delay > deadline:
-                    return  # unreachable since: a restart ends every session
-                time.sleep(delay)
-                delay = min(delay * 2, 2.0)
+        if started is not None:  # unreachable until the deadline: a restart ends every session
+            self._ask(
+                "SELECT pg_terminate_backend(pid, %s) FROM pg_stat_activity "
+                "WHERE pid = %s AND backend_start = %s",
+                (_TERMINATE_WAIT_MS, pid, started),
+                deadline,
+            )
 
     def _committed(self, token: bytes, deadline: float) -> bool:
         """Whether the write that inserted `token` committed (its outcome was lost)."""
+        rows = self._ask("SELECT 1 FROM pyrula_commits WHERE token = %b", (token,), deadline)
+        return bool(rows)
+
+    def _ask(self, sql: str, params: tuple[Any, ...], deadline: float) -> list[Any] | None:
+        """The rows of one statement on a fresh connection, retried with backoff while the
+        server is unreachable; None once the deadline has passed."""
         delay = 0.05
         while True:
             try:
                 with self.pool.connection() as conn:
-                    row = conn.execute(
-                        "SELECT 1 FROM pyrula_commits WHERE token = %b", (token,)
-                    ).fetchone()
-                    return row is not None
+                    rows: list[Any] = conn.execute(sql, params).fetchall()
+                    return rows
             except psycopg.OperationalError:
                 if time.monotonic() + delay > deadline:
-                    return False
+                    return None
                 time.sleep(delay)
                 delay = min(delay * 2, 2.0)
 

@@ -40,7 +40,6 @@ def scrubbed_request(
     parts: RequestParts,
     canonical: Canonical,
     secrets: list[bytes] | None = None,
-    url: str | None = None,
 ) -> blobs.EncodedRequest:
     """`request_document`, encoded for the store (`blobs.encode_request`): each part serialised
     and hashed once. Secrets are looked for in the whole document's JSON, as one string; only a
@@ -50,7 +49,7 @@ def scrubbed_request(
     doc = {
         "surface": canonical.surface,
         "method": parts.method,
-        "url": scrub.scrub_url(parts.url) if url is None else url,
+        "url": scrub.scrub_url(parts.url),
         "compared": canonical.compared,
         "meta": canonical.meta,
     }
@@ -94,13 +93,12 @@ def record_exchange(
     sent = sent_index.digest(parts, canonical)
     if sent is not None:  # kept with the record, so an export or a text cassette carries it
         extra[sent_index.EXTRA] = sent.hex()
-    url = scrub.scrub_url(parts.url)
     exchange = Exchange(
-        request_doc=scrubbed_request(parts, canonical, secrets, url),
+        request_doc=scrubbed_request(parts, canonical, secrets),
         surface=canonical.surface,
         fingerprint=canonical.digest,
         method=parts.method,
-        url=url,
+        url=scrub.scrub_url(parts.url),  # cached: the document's own call made it
         status=reply.status,
         headers=headers,
         frames=frames,

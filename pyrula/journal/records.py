@@ -131,10 +131,9 @@ def in_newest_format(record: ExchangeRecord) -> ExchangeRecord:
 def encode_newest(record: ExchangeRecord, first_page: bytes) -> tuple[ExchangeRecord, bytes]:
     """`in_newest_format(record)` and its stored value, with `record` checked against format 3
     once (the recorder's path: `encode` would check it again)."""
-    if fits_format_3(record) is None:
-        record = record if record.format == RECORD_FORMAT else record._replace(format=3)
+    record = in_newest_format(record)
+    if record.format == RECORD_FORMAT:
         return record, _pack_3(record, first_page)
-    record = record if record.format == 2 else record._replace(format=2)
     return record, encode(record, first_page)
 
 

@@ -42,11 +42,10 @@ def indexed(
     db = store.db(TABLE)
     if db is None or sent is None:
         return also
-    key = sent
     value = bytes.fromhex(canonical.digest)
 
     def put(txn: Txn, record: ExchangeRecord) -> None:
-        txn.put(key, value, db=db)  # the same value whenever the key is written again
+        txn.put(sent, value, db=db)  # the same value whenever the key is written again
         if also is not None:
             also(txn, record)
 
