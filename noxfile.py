@@ -245,8 +245,6 @@ def langchain(session: nox.Session, versions: str) -> None:
     _install(session, f"langchain-{versions}")
     session.run(
         "pytest",
-        "-n",
-        "2",
         "-q",
         "tests/agents/integrations",
         *session.posargs,
