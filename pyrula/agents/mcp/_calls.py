@@ -3,6 +3,7 @@ its caller and the tool), then wait for a worker to finish it."""
 
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -115,9 +116,19 @@ async def outcome(handle: RunHandle, served: ServedTool, options: CallOptions) -
         await anyio.sleep(options.poll_seconds)
 
 
-def cancel_run(store: Any, run_id: str) -> None:
-    """The client cancelled its request: cancel the run on the store (best effort)."""
-    try:
-        cancel(run_id, store=store)
-    except Exception:  # the call is ending anyway; the run then goes on to its end
-        return
+# How long a cancelled call waits for its run's cancel to be written before it ends anyway.
+CANCEL_WRITE_SECONDS = 10.0
+
+
+async def cancel_run(store: Any, run_id: str) -> None:
+    """The client cancelled its request: cancel the run on the store (best effort).
+
+    Called from the handler's cancelled branch, so it is shielded from that cancellation (or it
+    would be cancelled at its first await), bounded by `CANCEL_WRITE_SECONDS`, and made off the
+    event loop like the call's other store work: on a server, the write's wait holds none of the
+    server's other calls."""
+    with anyio.move_on_after(CANCEL_WRITE_SECONDS, shield=True):
+        try:
+            await acall(store, functools.partial(cancel, run_id, store=store))
+        except Exception:  # the call is ending anyway; the run then goes on to its end
+            return

@@ -116,7 +116,7 @@ def _handler(
             return await outcome(handle, served, options)
         except anyio.get_cancelled_exc_class():
             if _cancel_notified(ctx):
-                cancel_run(store, handle.id)
+                await cancel_run(store, handle.id)
             raise
         except (Exception, JournalRefusal) as exc:  # cancelled or over budget: BaseExceptions
             raise tool_error(_describe(exc)) from exc

@@ -1,16 +1,21 @@
 """A served tool's handler (`pyrula.agents.mcp._sdk`) on a PostgreSQL store: the submission of
-its call's run, and each look at the run while it waits for it (`_calls.outcome`), wait on the
-server off the event loop, so the server's other calls go on meanwhile."""
+its call's run, each look at the run while it waits for it (`_calls.outcome`), and the cancel of
+a call its client cancelled wait on the server off the event loop, so the server's other calls
+go on meanwhile."""
 
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any
+
+import pytest
 
 from pyrula.agents.mcp._calls import CallOptions
 from pyrula.agents.mcp._sdk import _handler
 from pyrula.agents.mcp._tools import register_tools
 from pyrula.journal.store import Store
+from pyrula.runtime import RunStore
 from tests.fakes.postgres import HeldStore, fresh_url, while_held
 from tests.runtime.support import drive
 
@@ -51,4 +56,57 @@ def test_a_calls_submission_and_its_looks_at_the_run_wait_on_the_server_off_the_
     finally:
         for held in helds:
             held.release()
+        store.close()
+
+
+def _cancelled_by_client() -> Any:
+    """A request context as the mcp SDK (2.x) leaves it when the client sent
+    `notifications/cancelled` for the request."""
+    cancelled = asyncio.Event()
+    cancelled.set()
+    outbound = SimpleNamespace(cancel_requested=cancelled)
+    return SimpleNamespace(
+        request_context=SimpleNamespace(session=SimpleNamespace(_request_outbound=outbound))
+    )
+
+
+def test_a_call_its_client_cancelled_writes_the_runs_cancel_off_the_loop() -> None:
+    (served,) = register_tools([mcp_sdk_echo])
+    store = Store(fresh_url())
+    handler = _handler(
+        served,
+        store,
+        CallOptions(),
+        lambda ctx: None,
+        lambda ctx: "anonymous",
+        object,
+        RuntimeError,
+    )
+
+    def submitted() -> bool:
+        return bool(list(RunStore(store).runs()))
+
+    async def main() -> tuple[int, int]:
+        calling = asyncio.ensure_future(
+            handler(word="hi", pyrula_mcp_context=_cancelled_by_client())
+        )
+        while not await asyncio.to_thread(submitted):
+            await asyncio.sleep(0.01)
+        held = HeldStore(store.url, safety=10)  # every write waits now: the run's cancel
+        try:
+            calling.cancel()
+            seen = await while_held(held, calling, 1)
+        finally:
+            held.release()
+        with pytest.raises(asyncio.CancelledError):
+            await calling
+        return seen
+
+    try:
+        still, ticks = asyncio.run(main())
+        # The cancel waited on the server while the loop kept turning, and then was written.
+        assert still >= 1 and ticks > 0, (still, ticks)
+        (run,) = RunStore(store).runs()
+        assert run.cancel_requested
+    finally:
         store.close()
