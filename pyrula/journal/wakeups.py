@@ -82,3 +82,16 @@ class Wakeups:
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         await conn.close()
+
+
+async def pause(
+    wake: Wakeups | None, seen: int, poll_seconds: float, longest: float | None = None
+) -> None:
+    """Until the store may have changed since `seen` was read: a wake-up (a NOTIFY, or the
+    long fallback) where the store sends them, else `poll_seconds` (LMDB). `longest`, when
+    given, caps the wait for a wake-up (a waiter with a deadline of its own)."""
+    if wake is None:
+        await asyncio.sleep(poll_seconds)
+        return
+    fallback = WAKE_FALLBACK_SECONDS if longest is None else min(longest, WAKE_FALLBACK_SECONDS)
+    await wake.wait(seen, fallback)

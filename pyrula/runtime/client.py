@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import uuid
@@ -22,7 +21,7 @@ from pyrula.journal.async_store import acall
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.keys import run_key
 from pyrula.journal.store import Store, open_store
-from pyrula.journal.wakeups import WAKE_FALLBACK_SECONDS
+from pyrula.journal.wakeups import pause
 from pyrula.runtime.attempt import Attempt
 from pyrula.runtime.failures import rebuild_error
 from pyrula.runtime.registry import Definition, lookup
@@ -87,7 +86,7 @@ class RunHandle:
             record = await acall(self.journal.store, self.journal.get, self.id)
             if record.status in TERMINAL or (until_parked and record.status == PARKED):
                 return record
-            await _pause(wake, seen, poll_seconds)
+            await pause(wake, seen, poll_seconds)
 
     async def result(self, poll_seconds: float = 0.05) -> Any:
         """The run's result once it completes; raises if it was cancelled or failed."""
@@ -277,7 +276,7 @@ async def child_result(attempt: Attempt, child_id: str, poll_seconds: float = 0.
         ended = await acall(attempt.journal.store, _child_ended, attempt, child_id)
         if ended is not None:
             return outcome_of(*ended)
-        await _pause(wake, seen, poll_seconds)
+        await pause(wake, seen, poll_seconds)
 
 
 def _child_ended(attempt: Attempt, child_id: str) -> tuple[RunRecord, dict[str, Any] | None] | None:
@@ -294,15 +293,6 @@ def _child_ended(attempt: Attempt, child_id: str) -> tuple[RunRecord, dict[str, 
         with contextlib.suppress(RunNotFound):  # a child ended before values were kept
             kept = attempt.journal.withheld(child_id, "run")
     return record, kept
-
-
-async def _pause(wake: Any, seen: int, poll_seconds: float) -> None:
-    """Until the store may have changed: a wake-up (PostgreSQL's NOTIFY, or the long fallback),
-    else the poll interval (LMDB)."""
-    if wake is None:
-        await asyncio.sleep(poll_seconds)
-    else:
-        await wake.wait(seen, WAKE_FALLBACK_SECONDS)
 
 
 def _charge_parent(attempt: Attempt, child_id: str) -> None:

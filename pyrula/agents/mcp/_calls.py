@@ -18,6 +18,7 @@ from pyrula.errors import (
     ToolServerUnavailable,
 )
 from pyrula.journal.async_store import acall
+from pyrula.journal.wakeups import pause
 from pyrula.runtime import RunHandle, RunRecord, cancel, submit
 
 _ENDED = frozenset({"completed", "failed", "cancelled", "budget_exceeded"})
@@ -26,7 +27,10 @@ _ENDED = frozenset({"completed", "failed", "cancelled", "budget_exceeded"})
 @dataclass(frozen=True)
 class CallOptions:
     """How the server waits: `worker_timeout` seconds without a live worker on the run end the
-    call with `ToolServerUnavailable` (None waits for ever); `poll_seconds` between looks."""
+    call with `ToolServerUnavailable` (None waits for ever); `poll_seconds` between looks where
+    the store sends no wake-ups (LMDB). On PostgreSQL the server looks again when the store
+    announces a change (`LISTEN/NOTIFY`: the run ended, or its cancel was asked), at the
+    latest after the wake-ups' long fallback or at the worker deadline."""
 
     worker_timeout: float | None = None
     poll_seconds: float = 0.05
@@ -83,7 +87,9 @@ async def outcome(handle: RunHandle, served: ServedTool, options: CallOptions) -
     run stops at its next boundary); so does a worker missing for longer than
     `options.worker_timeout`, with `ToolServerUnavailable`."""
     unattended_since: float | None = None
+    wake = handle.journal.store.wakeups()
     while True:
+        seen = wake.count if wake is not None else 0
         try:
             # Made off the event loop (on a store thread for PostgreSQL): the server's other
             # calls go on while the look waits on the store.
@@ -113,7 +119,11 @@ async def outcome(handle: RunHandle, served: ServedTool, options: CallOptions) -
                 )
         except StoreError as exc:
             raise unavailable(exc) from exc
-        await anyio.sleep(options.poll_seconds)
+        longest = None
+        if unattended_since is not None and options.worker_timeout is not None:
+            # Nothing announces a lease running out: look again just past the deadline.
+            longest = unattended_since + options.worker_timeout - now + options.poll_seconds
+        await pause(wake, seen, options.poll_seconds, longest)
 
 
 # How long a cancelled call waits for its run's cancel to be written before it ends anyway.

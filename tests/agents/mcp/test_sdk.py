@@ -110,3 +110,37 @@ def test_a_call_its_client_cancelled_writes_the_runs_cancel_off_the_loop() -> No
         assert run.cancel_requested
     finally:
         store.close()
+
+
+def test_a_waiting_call_on_postgresql_looks_again_when_its_run_ends_not_by_polling(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Neither the poll interval nor the wake-ups' fallback comes round within the test: only
+    # the NOTIFY of the run's end can wake the waiting call.
+    monkeypatch.setattr("pyrula.journal.wakeups.WAKE_FALLBACK_SECONDS", 600.0)
+    (served,) = register_tools([mcp_sdk_echo])
+    store = Store(fresh_url())
+    handler = _handler(
+        served,
+        store,
+        CallOptions(poll_seconds=600.0),
+        lambda ctx: None,
+        lambda ctx: "anonymous",
+        object,
+        RuntimeError,
+    )
+
+    def submitted() -> bool:
+        return bool(list(RunStore(store).runs()))
+
+    async def main() -> Any:
+        calling = asyncio.ensure_future(handler(word="hi", pyrula_mcp_context=None))
+        while not await asyncio.to_thread(submitted):
+            await asyncio.sleep(0.01)
+        await asyncio.to_thread(drive, store)  # a worker runs the call to its end
+        return await asyncio.wait_for(calling, 60)
+
+    try:
+        assert asyncio.run(main()) == "echo hi"
+    finally:
+        store.close()
