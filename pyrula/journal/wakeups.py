@@ -33,6 +33,9 @@ class Wakeups:
         self._changed = asyncio.Condition()
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
+        # Whether LISTEN is in place now: while it stays so, every notification sent since is
+        # counted (a reconnect counts one more, for what it may have missed).
+        self.live = False
 
     async def start(self) -> None:
         """Begin listening (once); returns when the first LISTEN is in place or has failed."""
@@ -68,17 +71,20 @@ class Wakeups:
             try:
                 conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
                 await conn.execute(f"LISTEN {CHANNEL}")
+                await self._bump()  # anything sent while we were not listening
+                self.live = True
                 self._ready.set()
                 delay = 0.05
-                await self._bump()  # anything sent while we were not listening
                 async for _ in conn.notifies():
                     await self._bump()
             except psycopg.OperationalError as exc:
+                self.live = False
                 log.debug("listening for wake-ups failed (%s); retrying", exc)
                 self._ready.set()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
             finally:
+                self.live = False
                 if conn is not None:
                     with contextlib.suppress(Exception):
                         await conn.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -17,12 +18,17 @@ from typing import Any
 
 from pyrula.errors import DurableInvocationCancelled, UnjournaledSurface
 from pyrula.journal.group_commit import group_commit
+from pyrula.journal.wakeups import Wakeups
 from pyrula.runtime.calls import current_run
 from pyrula.runtime.grouped_append import append_grouped
 from pyrula.runtime.limits import AgentLimits, Budget
 from pyrula.runtime.positions import Positions
-from pyrula.runtime.runstore import Event, Lease, RunRecord, RunStore
+from pyrula.runtime.runstore import Event, Lease, RunRecord, RunStore, cancels_asked_here
 from pyrula.runtime.session import RunSession
+
+# How old a cancel check's "nothing announced since" may be before the flag is read again.
+CANCEL_RECHECK_SECONDS = 0.25
+_UNSET = object()
 
 
 class Park(BaseException):
@@ -73,6 +79,10 @@ class Attempt:
         self.open_children: dict[str, str] = {}
         self.by_type: dict[str, list[Event]] = defaultdict(list)
         self.last_seq = 0  # of the events this attempt has read or written
+        # Before the last cancel check that found none (PostgreSQL): the wake-up count, this
+        # process's own cancels, the time.
+        self._quiet_since: tuple[int, int, float] | None = None
+        self._wakeups: Wakeups | object | None = _UNSET
         for event in journal.events(run.id) if events is None else events:
             self._learn(event)
         self.session = RunSession(self)
@@ -147,11 +157,44 @@ class Attempt:
 
     async def acheck_cancel(self) -> None:
         """`check_cancel` from the run's event loop, which it leaves free meanwhile: on
-        PostgreSQL the checks of the worker's runs share one round trip (`journal.group_read`)."""
+        PostgreSQL the checks of the worker's runs share one round trip (`journal.group_read`),
+        and a check is skipped while no cancel can have been asked since the last one found
+        none (`_no_cancel_since_last_check`)."""
         if self.draining:
             raise HandedOff(f"run {self.run.id}: its worker is draining; handed to the next one")
+        if self._no_cancel_since_last_check():
+            return
+        wake = self._wake
+        before = None
+        if wake is not None and wake.live:
+            before = (wake.count, cancels_asked_here(), time.monotonic())
         if await self.journal.acancel_requested(self.run.id):
             raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
+        self._quiet_since = before
+
+    @property
+    def _wake(self) -> Wakeups | None:
+        if self._wakeups is _UNSET:
+            self._wakeups = self.journal.store.wakeups()  # on the loop; None on LMDB
+        return self._wakeups  # type: ignore[return-value]
+
+    def _no_cancel_since_last_check(self) -> bool:
+        """On PostgreSQL a cancel is announced (NOTIFY) in its own transaction, and the loop's
+        listener counts every announcement. So where, since before the last read that found no
+        cancel, that count has not moved on a listener that stayed up throughout (a reconnect
+        moves it) and this process has asked for no cancel itself (its own announcement may
+        not have reached the listener yet), no cancel can be seen yet: the read is skipped (a
+        round trip per step). It is still made at least every `CANCEL_RECHECK_SECONDS`, so a
+        listening connection that died without an error cannot hide a cancel for longer."""
+        quiet, wake = self._quiet_since, self._wake
+        return (
+            quiet is not None
+            and wake is not None
+            and wake.live
+            and wake.count == quiet[0]
+            and cancels_asked_here() == quiet[1]
+            and time.monotonic() - quiet[2] < CANCEL_RECHECK_SECONDS
+        )
 
     def refuse_loop_thread(self) -> None:
         """A sync model call must not run on the run's own loop thread: it would block the run,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -45,6 +46,28 @@ _SEQ = struct.Struct(">Q")
 def event_key(run_id: str, seq: int) -> bytes:
     """Where a run's event `seq` is kept: the run's events sort together, in order."""
     return run_id.encode() + b"\x00" + _SEQ.pack(seq)
+
+
+class _Counter:
+    """How many cancels this process has asked for (each counted once its write has returned),
+    so a cancel check can tell that none was asked here since its last read (see
+    `Attempt.acheck_cancel`)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+        self._lock = threading.Lock()
+
+    def bump(self) -> None:
+        with self._lock:
+            self.value += 1
+
+
+_cancels_asked_here = _Counter()
+
+
+def cancels_asked_here() -> int:
+    """The count of cancels asked for by this process so far (`request_cancel`, `terminate`)."""
+    return _cancels_asked_here.value
 
 
 def _cancel_key(run_id: str) -> bytes:
@@ -305,7 +328,10 @@ class RunStore(RunPurging, WithheldValues):
             txn.wake()  # a cancel is requested
             return run
 
-        return self.store.write(write, scope=(run_id,))
+        try:
+            return self.store.write(write, scope=(run_id,))
+        finally:
+            _cancels_asked_here.bump()
 
     def terminate(self, run_id: str) -> RunRecord:
         """End a run now, as cancelled, whoever runs it: removing its lease fences the attempt
@@ -325,7 +351,10 @@ class RunStore(RunPurging, WithheldValues):
             txn.wake()  # a parent may wait on it
             return run
 
-        return self.store.write(write, scope=(run_id,))
+        try:
+            return self.store.write(write, scope=(run_id,))
+        finally:
+            _cancels_asked_here.bump()
 
     def cancel_requested(self, run_id: str) -> bool:
         with self.store.read() as txn:

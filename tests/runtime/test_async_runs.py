@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 from collections import Counter
 from typing import Any
 
@@ -81,6 +82,43 @@ def test_a_lone_runs_cancel_check_waits_on_the_server_off_the_loop():
         record = handle.record
         assert record.status == "completed" and record.result == 1, record.error
         assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
+    finally:
+        store.close()
+
+
+async def _cancelled_from_another_process(store: Store, run_id: str) -> str:
+    """Cancel `run_id` from another process (so only its announcement, NOTIFY, can tell this
+    one), and return once this loop's listener has counted an announcement since."""
+    wake = store.wakeups()
+    seen = wake.count
+    code = "import sys; from pyrula.runtime import cancel; cancel(sys.argv[1], store=sys.argv[2])"
+    child = await asyncio.create_subprocess_exec(sys.executable, "-c", code, run_id, store.url)
+    assert await child.wait() == 0
+    assert await wake.wait(seen, 30.0)
+    return "two"
+
+
+@workflow(name="async_cancelled_elsewhere")
+async def async_cancelled_elsewhere(ctx: WorkflowContext) -> list[str]:
+    done = [await ctx.step("one", str, "one")]
+    store = ctx._attempt.journal.store
+    done.append(await ctx.step("two", _cancelled_from_another_process, store, ctx.run_id))
+    # The boundary of this step sees the cancel: its function never runs.
+    done.append(await ctx.step("three", SEEN.setdefault, "three", "ran"))
+    return done
+
+
+def test_a_cancel_from_another_process_is_seen_at_the_next_step_once_it_is_announced():
+    # From its second step on, a run's cancel checks read the flag only when the store has
+    # announced something since the last read found none (Attempt.acheck_cancel).
+    store = Store(fresh_url())
+    SEEN.clear()
+    try:
+        handle = submit(async_cancelled_elsewhere, store=store)
+        drive(store)
+        assert handle.record.status == "cancelled", handle.record.error
+        done = [e.payload["name"] for e in handle.events() if e.type == "step:done"]
+        assert done == ["one", "two"] and "three" not in SEEN
     finally:
         store.close()
 
