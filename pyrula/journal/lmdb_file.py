@@ -101,6 +101,18 @@ class LengthWatch:
             self._whole = seen
         return short
 
+    def committed(self, last_page: int) -> None:
+        """After this process committed a write whose newest meta names `last_page`: its pages
+        are in the file, so a file at least that long is noted whole (one `stat`, where the
+        next check would otherwise read the metas again because the commit changed the file's
+        length or time). A file found shorter is left for the next check to measure."""
+        try:
+            stat = os.stat(self._path)
+        except FileNotFoundError:
+            return
+        if stat.st_size >= (last_page + 1) * self._page:
+            self._whole = (stat.st_size, stat.st_mtime_ns)
+
     def _measure(self, length: int) -> tuple[int, int] | None:
         page = self._page
         if length < 2 * page:  # not even both meta pages: LMDB would read them from the map

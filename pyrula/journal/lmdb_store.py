@@ -230,7 +230,9 @@ class LmdbStore(Store):
         while True:
             try:
                 with self.env.begin(write=True) as txn:
-                    return fn(LmdbTxn(txn))
+                    result = fn(LmdbTxn(txn))
+                self._shared.length.committed(self.env.info()["last_pgno"])
+                return result
             except lmdb.MapFullError:
                 self._grow()
             except lmdb.MapResizedError:
