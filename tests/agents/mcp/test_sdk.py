@@ -25,18 +25,30 @@ def mcp_sdk_echo(word: str) -> str:
     return f"echo {word}"
 
 
-def test_a_calls_submission_and_its_looks_at_the_run_wait_on_the_server_off_the_loop() -> None:
+def _echo_handler(store: Store, options: CallOptions | None = None) -> Any:
+    """The handler `build_mcp_server` makes for `mcp_sdk_echo`, with no idempotency key and
+    the anonymous caller."""
     (served,) = register_tools([mcp_sdk_echo])
-    store = Store(fresh_url())
-    handler = _handler(
+    return _handler(
         served,
         store,
-        CallOptions(),
-        lambda ctx: None,  # no idempotency key
+        options or CallOptions(),
+        lambda ctx: None,
         lambda ctx: "anonymous",
         object,
         RuntimeError,
     )
+
+
+async def _until_submitted(store: Store) -> None:
+    """Until the call's run is on the store (looked at from a thread: the loop stays free)."""
+    while not await asyncio.to_thread(lambda: bool(list(RunStore(store).runs()))):
+        await asyncio.sleep(0.01)
+
+
+def test_a_calls_submission_and_its_looks_at_the_run_wait_on_the_server_off_the_loop() -> None:
+    store = Store(fresh_url())
+    handler = _echo_handler(store)
     helds = [HeldStore(store.url, safety=10)]  # every write of the store waits: the submission
 
     async def main() -> tuple[Any, list[tuple[int, int]]]:
@@ -71,27 +83,14 @@ def _cancelled_by_client() -> Any:
 
 
 def test_a_call_its_client_cancelled_writes_the_runs_cancel_off_the_loop() -> None:
-    (served,) = register_tools([mcp_sdk_echo])
     store = Store(fresh_url())
-    handler = _handler(
-        served,
-        store,
-        CallOptions(),
-        lambda ctx: None,
-        lambda ctx: "anonymous",
-        object,
-        RuntimeError,
-    )
-
-    def submitted() -> bool:
-        return bool(list(RunStore(store).runs()))
+    handler = _echo_handler(store)
 
     async def main() -> tuple[int, int]:
         calling = asyncio.ensure_future(
             handler(word="hi", pyrula_mcp_context=_cancelled_by_client())
         )
-        while not await asyncio.to_thread(submitted):
-            await asyncio.sleep(0.01)
+        await _until_submitted(store)
         held = HeldStore(store.url, safety=10)  # every write waits now: the run's cancel
         try:
             calling.cancel()
@@ -118,25 +117,12 @@ def test_a_waiting_call_on_postgresql_looks_again_when_its_run_ends_not_by_polli
     # Neither the poll interval nor the wake-ups' fallback comes round within the test: only
     # the NOTIFY of the run's end can wake the waiting call.
     monkeypatch.setattr("pyrula.journal.wakeups.WAKE_FALLBACK_SECONDS", 600.0)
-    (served,) = register_tools([mcp_sdk_echo])
     store = Store(fresh_url())
-    handler = _handler(
-        served,
-        store,
-        CallOptions(poll_seconds=600.0),
-        lambda ctx: None,
-        lambda ctx: "anonymous",
-        object,
-        RuntimeError,
-    )
-
-    def submitted() -> bool:
-        return bool(list(RunStore(store).runs()))
+    handler = _echo_handler(store, CallOptions(poll_seconds=600.0))
 
     async def main() -> Any:
         calling = asyncio.ensure_future(handler(word="hi", pyrula_mcp_context=None))
-        while not await asyncio.to_thread(submitted):
-            await asyncio.sleep(0.01)
+        await _until_submitted(store)
         await asyncio.to_thread(drive, store)  # a worker runs the call to its end
         return await asyncio.wait_for(calling, 60)
 
