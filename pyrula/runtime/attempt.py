@@ -28,7 +28,6 @@ from pyrula.runtime.session import RunSession
 
 # How old a cancel check's "nothing announced since" may be before the flag is read again.
 CANCEL_RECHECK_SECONDS = 0.25
-_UNSET = object()
 
 
 class Park(BaseException):
@@ -82,7 +81,8 @@ class Attempt:
         # Before the last cancel check that found none (PostgreSQL): the wake-up count, this
         # process's own cancels, the time.
         self._quiet_since: tuple[int, int, float] | None = None
-        self._wakeups: Wakeups | object | None = _UNSET
+        # The wake-ups of the loop the body runs on (None on LMDB, or built off any loop).
+        self._wake: Wakeups | None = journal.store.wakeups() if self._loop is not None else None
         for event in journal.events(run.id) if events is None else events:
             self._learn(event)
         self.session = RunSession(self)
@@ -171,12 +171,6 @@ class Attempt:
         if await self.journal.acancel_requested(self.run.id):
             raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
         self._quiet_since = before
-
-    @property
-    def _wake(self) -> Wakeups | None:
-        if self._wakeups is _UNSET:
-            self._wakeups = self.journal.store.wakeups()  # on the loop; None on LMDB
-        return self._wakeups  # type: ignore[return-value]
 
     def _no_cancel_since_last_check(self) -> bool:
         """On PostgreSQL a cancel is announced (NOTIFY) in its own transaction, and the loop's

@@ -130,3 +130,23 @@ def test_a_waiting_call_on_postgresql_looks_again_when_its_run_ends_not_by_polli
         assert asyncio.run(main()) == "echo hi"
     finally:
         store.close()
+
+
+def test_a_call_no_worker_takes_on_postgresql_ends_at_its_worker_deadline_not_the_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Nothing announces that no worker came: the wait is cut at the call's own deadline.
+    monkeypatch.setattr("pyrula.journal.wakeups.WAKE_FALLBACK_SECONDS", 600.0)
+    store = Store(fresh_url())
+    handler = _echo_handler(store, CallOptions(worker_timeout=0.2, poll_seconds=0.05))
+
+    async def main() -> Any:
+        return await asyncio.wait_for(handler(word="hi", pyrula_mcp_context=None), 60)
+
+    try:
+        with pytest.raises(RuntimeError, match="no worker took run"):
+            asyncio.run(main())
+        (run,) = RunStore(store).runs()
+        assert run.status == "queued"  # left for a worker, as the error says
+    finally:
+        store.close()
