@@ -20,10 +20,11 @@ from pyrula.errors import DurableInvocationCancelled, UnjournaledSurface
 from pyrula.journal.group_commit import group_commit
 from pyrula.journal.wakeups import Wakeups
 from pyrula.runtime.calls import current_run
+from pyrula.runtime.cancel_flags import cancels_asked_here
 from pyrula.runtime.grouped_append import append_grouped
 from pyrula.runtime.limits import AgentLimits, Budget
 from pyrula.runtime.positions import Positions
-from pyrula.runtime.runstore import Event, Lease, RunRecord, RunStore, cancels_asked_here
+from pyrula.runtime.runstore import Event, Lease, RunRecord, RunStore
 from pyrula.runtime.session import RunSession
 
 # How old a cancel check's "nothing announced since" may be before the flag is read again.

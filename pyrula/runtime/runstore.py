@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import struct
-import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,6 +19,7 @@ from typing import Any
 from pyrula.errors import IdempotencyConflict, RunAttemptEnded, RunExists, RunNotFound
 from pyrula.journal.group_read import group_read
 from pyrula.journal.store import Store, Txn
+from pyrula.runtime.cancel_flags import cancel_key, cancels_asked
 from pyrula.runtime.leases import HOST, lease_key, lease_value
 from pyrula.runtime.leases import lease_is_live as lease_is_live  # re-exported
 from pyrula.runtime.purging import RunPurging, purged_record
@@ -46,32 +46,6 @@ _SEQ = struct.Struct(">Q")
 def event_key(run_id: str, seq: int) -> bytes:
     """Where a run's event `seq` is kept: the run's events sort together, in order."""
     return run_id.encode() + b"\x00" + _SEQ.pack(seq)
-
-
-class _Counter:
-    """How many cancels this process has asked for (each counted once its write has returned),
-    so a cancel check can tell that none was asked here since its last read (see
-    `Attempt.acheck_cancel`)."""
-
-    def __init__(self) -> None:
-        self.value = 0
-        self._lock = threading.Lock()
-
-    def bump(self) -> None:
-        with self._lock:
-            self.value += 1
-
-
-_cancels_asked_here = _Counter()
-
-
-def cancels_asked_here() -> int:
-    """The count of cancels asked for by this process so far (`request_cancel`, `terminate`)."""
-    return _cancels_asked_here.value
-
-
-def _cancel_key(run_id: str) -> bytes:
-    return b"cancel:" + run_id.encode()
 
 
 class RunStore(RunPurging, WithheldValues):
@@ -324,14 +298,14 @@ class RunStore(RunPurging, WithheldValues):
                 run.wake_at = 0.0
             run.updated_at = time.time()
             txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
-            txn.put(_cancel_key(run_id), b"1", db=self._flags)
+            txn.put(cancel_key(run_id), b"1", db=self._flags)
             txn.wake()  # a cancel is requested
             return run
 
         try:
             return self.store.write(write, scope=(run_id,))
         finally:
-            _cancels_asked_here.bump()
+            cancels_asked.bump()
 
     def terminate(self, run_id: str) -> RunRecord:
         """End a run now, as cancelled, whoever runs it: removing its lease fences the attempt
@@ -345,7 +319,7 @@ class RunStore(RunPurging, WithheldValues):
             run.status, run.lease, run.cancel_requested = CANCELLED, None, True
             run.updated_at = time.time()
             txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
-            txn.put(_cancel_key(run_id), b"1", db=self._flags)
+            txn.put(cancel_key(run_id), b"1", db=self._flags)
             txn.delete(lease_key(run_id), db=self._flags)
             txn.delete(run_id.encode(), db=self._queue)
             txn.wake()  # a parent may wait on it
@@ -354,15 +328,15 @@ class RunStore(RunPurging, WithheldValues):
         try:
             return self.store.write(write, scope=(run_id,))
         finally:
-            _cancels_asked_here.bump()
+            cancels_asked.bump()
 
     def cancel_requested(self, run_id: str) -> bool:
         with self.store.read() as txn:
-            return txn.get(_cancel_key(run_id), db=self._flags) is not None
+            return txn.get(cancel_key(run_id), db=self._flags) is not None
 
     async def acancel_requested(self, run_id: str) -> bool:
         """`cancel_requested` from the event loop: the worker's runs share one read."""
-        return await group_read(self.store).get(_cancel_key(run_id), db=self._flags) is not None
+        return await group_read(self.store).get(cancel_key(run_id), db=self._flags) is not None
 
     # -- journaling -----------------------------------------------------------------------------
 
