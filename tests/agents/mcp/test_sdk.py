@@ -111,12 +111,16 @@ def test_a_call_its_client_cancelled_writes_the_runs_cancel_off_the_loop() -> No
         store.close()
 
 
-def test_a_waiting_call_on_postgresql_looks_again_when_its_run_ends_not_by_polling(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    # Neither the poll interval nor the wake-ups' fallback comes round within the test: only
-    # the NOTIFY of the run's end can wake the waiting call.
+@pytest.fixture
+def no_fallback(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The wake-ups' fallback never comes round within a test: only a NOTIFY (or a waiter's
+    own deadline) can wake a waiting call."""
     monkeypatch.setattr("pyrula.journal.wakeups.WAKE_FALLBACK_SECONDS", 600.0)
+
+
+@pytest.mark.usefixtures("no_fallback")
+def test_a_waiting_call_on_postgresql_looks_again_when_its_run_ends_not_by_polling() -> None:
+    # Nor does the poll interval: only the NOTIFY of the run's end can wake the waiting call.
     store = Store(fresh_url())
     handler = _echo_handler(store, CallOptions(poll_seconds=600.0))
 
@@ -132,11 +136,9 @@ def test_a_waiting_call_on_postgresql_looks_again_when_its_run_ends_not_by_polli
         store.close()
 
 
-def test_a_call_no_worker_takes_on_postgresql_ends_at_its_worker_deadline_not_the_fallback(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+@pytest.mark.usefixtures("no_fallback")
+def test_a_call_no_worker_takes_on_postgresql_ends_at_its_worker_deadline_not_the_fallback():
     # Nothing announces that no worker came: the wait is cut at the call's own deadline.
-    monkeypatch.setattr("pyrula.journal.wakeups.WAKE_FALLBACK_SECONDS", 600.0)
     store = Store(fresh_url())
     handler = _echo_handler(store, CallOptions(worker_timeout=0.2, poll_seconds=0.05))
 
