@@ -70,8 +70,12 @@ def record_exchange(
     namespace: str = "",
     extra: dict[str, Any] | None = None,
     also: Callable[[Txn, ExchangeRecord], None] | None = None,
+    index_sent: bool = True,
 ) -> ExchangeRecord:
-    """Scrub a live exchange and commit it under `key`; returns once it is on disk."""
+    """Scrub a live exchange and commit it under `key`; returns once it is on disk.
+
+    `index_sent=False` leaves out the request's sent-index entry (`sent_index.py`), which a run's
+    calls take (nothing replays them by it); the record carries its digest either way."""
     secrets = scrub.secret_values(parts.headers, parts.url)
     is_error = reply.status >= 400
     frames = reply.frames
@@ -107,5 +111,6 @@ def record_exchange(
         namespace=namespace,
         extra=extra,
     )
-    also = sent_index.indexed(exchanges.store, sent, canonical, also)
+    if index_sent:
+        also = sent_index.indexed(exchanges.store, sent, canonical, also)
     return exchanges.put(key, exchange, also=also)

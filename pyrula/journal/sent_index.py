@@ -12,6 +12,11 @@ export, its import and a text cassette carry it, and `Exchanges.restore` (an imp
 cassette's cache rebuilt from its file) writes the entry again (`restore_entry`). A request the
 index does not know takes the canonicalising path, which decides every replay exactly as before.
 Generic requests are never indexed (`fingerprints.indexable`).
+
+Only a cassette's replays read the index, so only what a cassette records writes it: a run's
+model calls record none (`record_exchange(index_sent=False)`), which spares each of their commits a path
+through one more B-tree (about 3.5 of the 20 pages of 4 KiB a recorded exchange's commit writes,
+`benchmarks/bench_commit_pages.py`). Their records carry their digests all the same.
 """
 
 from __future__ import annotations

@@ -138,6 +138,28 @@ def test_calls_in_steps_are_metered_not_journaled_and_never_charged_twice():
     assert len(run_exchanges) == 1  # only the direct call is a journaled exchange
 
 
+@agent(name="asks_once")
+async def asks_once(ctx: AgentContext) -> str:
+    answer_ = await ask(async_openai(UPSTREAM), "indexed?")
+    await ctx.interrupt("keep going?")
+    return answer_
+
+
+def test_a_runs_call_writes_no_sent_index_entry_and_its_record_keeps_the_digest():
+    # Only a cassette's replays look a request up by its sent digest: a run's call is replayed
+    # by its position, so its commit leaves the sent index alone.
+    store = new_store()
+    UPSTREAM.calls.clear()
+    handle = run_to_rest(asks_once, store=store)
+    (record,) = [r for _, r in Exchanges(store).scan(b"r\x00" + handle.id.encode())]
+    assert len(record.extra["sent"]) == 64  # an export or a text cassette still carries it
+    assert list(store.iter_prefix(store.db("sent_index"), b"")) == []
+    answer(handle.id, "yes", store=store)
+    drive(store)
+    assert asyncio.run(handle.result()) == "answer to indexed?"
+    assert len(UPSTREAM.calls) == 1  # the resume replayed the call
+
+
 @agent(name="sync_on_loop")
 async def sync_on_loop(ctx: AgentContext) -> str:
     client = sync_openai(UPSTREAM)
