@@ -302,10 +302,7 @@ class RunStore(RunPurging, WithheldValues):
             txn.wake()  # a cancel is requested
             return run
 
-        try:
-            return self.store.write(write, scope=(run_id,))
-        finally:
-            cancels_asked.bump()
+        return self._write_cancel(run_id, write)
 
     def terminate(self, run_id: str) -> RunRecord:
         """End a run now, as cancelled, whoever runs it: removing its lease fences the attempt
@@ -325,6 +322,10 @@ class RunStore(RunPurging, WithheldValues):
             txn.wake()  # a parent may wait on it
             return run
 
+        return self._write_cancel(run_id, write)
+
+    def _write_cancel(self, run_id: str, write: Callable[[Txn], RunRecord]) -> RunRecord:
+        """Commit `write` (it sets the run's cancel flag), then count a cancel asked here."""
         try:
             return self.store.write(write, scope=(run_id,))
         finally:
