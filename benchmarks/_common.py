@@ -83,9 +83,7 @@ def json_response(body: bytes) -> httpx.Response:
 def openai_client(transport: httpx.BaseTransport | None = None) -> openai.OpenAI:
     """The sync openai SDK over an `httpx.Client` (openai 3.x accepts one) with no retries."""
     http_client = httpx.Client(transport=transport) if transport is not None else httpx.Client()
-    return openai.OpenAI(
-        api_key=API_KEY, base_url=BASE_URL, http_client=http_client, max_retries=0
-    )
+    return openai.OpenAI(api_key=API_KEY, base_url=BASE_URL, http_client=http_client, max_retries=0)
 
 
 # -- timing ----------------------------------------------------------------------------------------
@@ -117,6 +115,18 @@ def timed(fn: Callable[[], int]) -> tuple[float, float, int]:
     wall0, cpu0 = time.perf_counter(), time.process_time()
     ops = fn()
     return time.perf_counter() - wall0, time.process_time() - cpu0, ops
+
+
+def written_bytes() -> int | None:
+    """Bytes this process has sent to storage so far (Linux `/proc/self/io`: every page it
+    dirtied in a file, counted once each time it is dirtied), or None where there is no such
+    count."""
+    try:
+        with open("/proc/self/io") as handle:
+            fields = dict(line.split(": ") for line in handle.read().splitlines())
+        return int(fields["write_bytes"])
+    except (OSError, KeyError, ValueError):
+        return None
 
 
 def run_rounds(
@@ -327,7 +337,9 @@ def instructions_table(title: str, per_op: dict[str, float], baseline: str) -> T
     base = per_op[baseline]
     for name, count in per_op.items():
         table.add_row(
-            name, f"{count / 1e3:,.0f}k", f"[bold]{count / base:.3f}[/bold]",
+            name,
+            f"{count / 1e3:,.0f}k",
+            f"[bold]{count / base:.3f}[/bold]",
             f"{(count - base) / 1e3:+,.0f}k",
         )
     return table

@@ -12,12 +12,16 @@ Variants, each making the same 1,000 distinct calls per round (one cassette per 
 A second table records against a live provider on loopback instead: a server in its own process
 on 127.0.0.1 (HTTP/1.1, keep-alive) answers every chat completion. Its floor is the same calls
 with no recorder, over the network stack's own transport; pyrula records each one on the default
-`Store` (fsync per committed exchange) and, when this pyrula has it, on `Store(metasync=False)`
-(one device flush per commit; see docs/runs.md). Both with a raw `httpx.Client` posting the
-request bytes (no SDK: the transport's own cost) and through the openai SDK. `--no-loopback`
-skips it. Beside them, in the same rounds, the disk alone: one 4 KiB overwrite + `os.fsync`
-per call in the stores' folder, printed with the floor it puts under the ratio (a recorded call
-waits for its commit's two flushes, one with `metasync=False`).
+`Store` (fsync per committed exchange), on `Store(metasync=False)` when this pyrula has it (one
+device flush per commit; see docs/runs.md) and on `Store(sync=False)` (no flush: the recording's
+own cost). Both with a raw `httpx.Client` posting the request bytes (no SDK: the transport's own
+cost) and through the openai SDK. `--no-loopback` skips it. Beside them, in the same rounds, the
+disk alone: one 4 KiB overwrite + `os.fsync` per call in the stores' folder, and one exchange's
+commit as LMDB writes it (as many 4 KiB pages as the default store's recording wrote per exchange,
+counted from `/proc/self/io`, at scattered offsets, one `fdatasync`, then the meta page through an
+O_DSYNC descriptor), and the same pages written in one run instead (what a layout that appended
+each commit's pages would flush). The lines under each table say what the flushes cost (the fsync row less the
+sync=False row) and the floor that pattern puts under the ratio before any CPU.
 
 `--callgrind CALLS` also counts the instructions of CALLS loopback calls per variant under
 valgrind (one child process, after a warm-up; the server runs natively), so the recording's CPU
@@ -34,6 +38,7 @@ import inspect
 import itertools
 import json
 import os
+import random
 import subprocess
 import sys
 from collections.abc import Callable
@@ -59,6 +64,7 @@ from _common import (
     run_rounds,
     scratch_dir,
     text_of,
+    written_bytes,
 )
 
 import pyrula
@@ -153,8 +159,9 @@ def main() -> None:
         fn()
     results = run_rounds(variants, opts.rounds, label="record")
 
-    console.print(rate_table(f"Recording {n:,} distinct chat completions per round", results,
-                             floor_name))
+    console.print(
+        rate_table(f"Recording {n:,} distinct chat completions per round", results, floor_name)
+    )
     base, row, vrow = results[floor_name], results[main_name], results[vcr_name]
     console.print(
         f"pyrula/floor = {row.wall_median / base.wall_median:.2f} wall, "
@@ -238,6 +245,16 @@ def loopback(n: int, rounds: int, tmp: Path) -> None:
         server.wait()
 
 
+def store_policies() -> dict[str, dict[str, bool]]:
+    """The stores the loopback rows record into, by label: the default (fsync), the opt-in
+    one-flush commit when this pyrula has it, and no flush at all (the recording's own cost)."""
+    policies: dict[str, dict[str, bool]] = {"fsync": {}}
+    if "metasync" in inspect.signature(LmdbStore).parameters:
+        policies["metasync=False"] = {"metasync": False}
+    policies["sync=False"] = {"sync": False}
+    return policies
+
+
 def _loopback_setup(
     n: int, tmp: Path, base_url: str
 ) -> tuple[list[tuple[str, Callable[[], int], dict[str, Callable[[], int]]]], list[Any]]:
@@ -272,9 +289,10 @@ def _loopback_setup(
             max_retries=0,
         )
 
-    stores = {"fsync": pyrula.Store(tmp / "loop-fsync")}
-    if "metasync" in inspect.signature(LmdbStore).parameters:
-        stores["metasync=False"] = pyrula.Store(tmp / "loop-one-flush", metasync=False)
+    stores = {
+        policy: pyrula.Store(tmp / f"loop-{index}", **options)
+        for index, (policy, options) in enumerate(store_policies().items())
+    }
     cassettes = itertools.count()
     raw_floor = httpx.Client(transport=httpx.HTTPTransport())
     raw_pyrula = httpx.Client(transport=pyrula.HttpxTransport(httpx.HTTPTransport()))
@@ -325,6 +343,59 @@ def flush_floor(n: int, folder: Path) -> Callable[[], int]:
     return run
 
 
+COMMIT = "disk: one exchange's commit as LMDB writes it, no HTTP"
+CONTIGUOUS = "disk: the same pages in one run, then the meta page, no HTTP"
+
+
+def pages_per_commit(record: Callable[[], int]) -> float | None:
+    """4 KiB pages the store file takes per recorded exchange, counted around `record` (the
+    default store's recorder: one commit per exchange, every page flushed, so each commit's
+    pages count once); the meta page is one of them. None where the kernel does not say."""
+    before = written_bytes()
+    calls = record()
+    after = written_bytes()
+    if before is None or after is None or after == before:
+        return None
+    return (after - before) / 4096 / calls
+
+
+def commit_pattern(
+    n: int, folder: Path, pages: int, *, contiguous: bool = False
+) -> Callable[[], int]:
+    """n commits as LMDB makes one on the default store: `pages - 1` data pages written where
+    its free pages are (scattered over the file: here at random page offsets of a 4 MiB file,
+    about the size of a store after 1,000 exchanges), one `fdatasync`, then the meta page's
+    120 bytes through an O_DSYNC descriptor. With `contiguous`, the same pages go in one run
+    (as an append-ordered layout would write them). The file is written once first, so no
+    flush carries a change of length."""
+    path = folder / ("commit-run" if contiguous else "commit-pattern")
+    spread = 1024
+    path.write_bytes(b"\0" * 4096 * spread)
+    page = b"x" * 4096
+    meta = b"m" * 120
+    chosen = random.Random(0)
+
+    def run() -> int:
+        data = os.open(path, os.O_WRONLY)
+        meta_fd = os.open(path, os.O_WRONLY | os.O_DSYNC)
+        try:
+            for i in range(n):
+                if contiguous:
+                    start = 2 + (i * (pages - 1)) % (spread - pages - 2)
+                    os.pwrite(data, page * (pages - 1), start * 4096)
+                else:
+                    for number in chosen.sample(range(2, spread), pages - 1):
+                        os.pwrite(data, page, number * 4096)
+                os.fdatasync(data)
+                os.pwrite(meta_fd, meta, 32 + (i % 2) * 4096)
+        finally:
+            os.close(data)
+            os.close(meta_fd)
+        return n
+
+    return run
+
+
 def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
     clients, stores = _loopback_setup(n, tmp, base_url)
     flushes = flush_floor(n, tmp)
@@ -333,9 +404,16 @@ def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
         variants: dict[str, Callable[[], int]] = {floor_name: floor}
         for policy, fn in recorders.items():
             variants[f"pyrula recording, Store {policy}"] = fn
-        variants[FLUSH] = flushes
         for fn in variants.values():  # warm up (connections, pages)
             fn()
+        pages = pages_per_commit(recorders["fsync"])
+        variants[FLUSH] = flushes
+        if pages is not None:
+            variants[COMMIT] = commit_pattern(n, tmp, max(2, round(pages)))
+            variants[CONTIGUOUS] = commit_pattern(n, tmp, max(2, round(pages)), contiguous=True)
+        for name in (FLUSH, COMMIT, CONTIGUOUS):
+            if name in variants:
+                variants[name]()
         results = run_rounds(variants, rounds, label=f"loopback {label}")
         console.print(
             rate_table(
@@ -351,19 +429,30 @@ def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
                 f"{name}: {row.wall_median / base.wall_median:.2f}x floor wall "
                 f"({(row.wall_median - base.wall_median) * 1e3:.2f} ms added per call)"
                 for name, row in results.items()
-                if name not in (floor_name, FLUSH)
+                if name not in (floor_name, FLUSH, COMMIT, CONTIGUOUS)
             )
             + " [target <= 2x]"
         )
-        call, flush = base.wall_median, results[FLUSH].wall_median
+        call = base.wall_median
+        synced = results["pyrula recording, Store fsync"].wall_median
+        unsynced = results["pyrula recording, Store sync=False"].wall_median
         console.print(
-            f"floor of the ratio: a recorded call is the live call plus one durable commit, which "
-            f"LMDB makes with two flushes (data pages, then the meta page; one with "
-            f"metasync=False). One flush here took {flush * 1e3:.2f} ms against "
-            f"{call * 1e3:.2f} ms for the live call, so even with no CPU of its own a recording "
-            f"costs at least {(call + 2 * flush) / call:.2f}x the live call with fsync "
-            f"({(call + flush) / call:.2f}x with metasync=False)"
+            f"the commit's flushes: the fsync row less the sync=False row is "
+            f"{(synced - unsynced) * 1e3:.2f} ms per call (one flush of one 4 KiB page took "
+            f"{results[FLUSH].wall_median * 1e3:.2f} ms); with no CPU of its own a recording "
+            f"would still cost {(call + synced - unsynced) / call:.2f}x the live call"
         )
+        if COMMIT in results:
+            pattern = results[COMMIT].wall_median
+            console.print(
+                f"why: each recorded exchange wrote {pages:.1f} pages of 4 KiB to the store "
+                f"file (/proc/self/io; the meta page is one), one leaf or branch of each table "
+                f"it touches, put wherever LMDB's free pages are. That pattern alone (the "
+                f"'{COMMIT}' row) took {pattern * 1e3:.2f} ms a commit against "
+                f"{call * 1e3:.2f} ms for the live call: a floor of "
+                f"{(call + pattern) / call:.2f}x before any CPU. The same pages written in one "
+                f"run took {results[CONTIGUOUS].wall_median * 1e3:.2f} ms"
+            )
     for store in stores:
         store.close()
 
@@ -393,9 +482,7 @@ def callgrind_child(folder: str, calls: str) -> None:
 def print_instructions(calls: int, folder: Path) -> None:
     console.print("  [dim]callgrind: the loopback variants under valgrind (a few minutes)[/dim]")
     counts = iter(callgrind_segments(__file__, str(folder), str(calls)))
-    stores = ["fsync"]
-    if "metasync" in inspect.signature(LmdbStore).parameters:
-        stores.append("metasync=False")
+    stores = list(store_policies())
     for label in ("raw httpx.Client", "openai SDK"):
         floor_name = f"floor: live loopback, {label}, no recorder"
         per_op = {floor_name: next(counts) / calls}

@@ -364,6 +364,26 @@ def disk_round(base: Path) -> float:
         os.close(fd)
 
 
+def print_pages_per_step(base: Path, poll: float) -> None:
+    """What one run's commits write, counted from `/proc/self/io` around one more round of the
+    default store (every commit flushed, so each dirtied page counts once per commit)."""
+    from _common import console, written_bytes
+
+    before = written_bytes()
+    pyrula_round(base, True, poll_seconds=poll)
+    after = written_bytes()
+    if before is None or after is None or after == before:
+        return
+    pages = (after - before) / 4096
+    console.print(
+        f"why: one {STEPS}-step run on the default store wrote {pages:,.0f} pages of 4 KiB "
+        f"(/proc/self/io; its submit, claim and finish included): {pages / STEPS:.1f} a step, "
+        "the meta page one of them. The data pages (a leaf of the journal's table, the table "
+        "of tables, the free list) sit wherever LMDB's free pages are, so their fdatasync is "
+        "that many device writes, and the meta page's O_DSYNC write one more"
+    )
+
+
 CG_VARIANTS = ("pyrula, Store(path) (fsync, default)", "DBOS, SQLite defaults (fsync)")
 
 
@@ -736,6 +756,7 @@ def main() -> None:
         f"ceiling is {1 / med[names[2]] / flushes:.1f}x DBOS's {fmt(1 / med[names[2]])} per "
         f"step (measured: {med[names[0]] / med[names[2]]:.1f}x)"
     )
+    print_pages_per_step(base, poll)
     if opts.callgrind:
         print_instructions(base, poll)
 
@@ -868,7 +889,7 @@ def main() -> None:
         f"{lo:.0f}-{hi:.0f}",
     )
     for name in names[7:]:
-        rate_row(f"steps/s, {name[len('pyrula, '):]}", med[name], med[same_policy[name]], "-")
+        rate_row(f"steps/s, {name[len('pyrula, ') :]}", med[name], med[same_policy[name]], "-")
     rate_row("steps/s, no fsync (not defaults)", med[names[1]], med[names[3]], "-")
     if opts.resume_rounds:
         time_row("fixed recovery, new process", m(py_proc, "fixed"), d_fixed, PEER_FIXED_S)
