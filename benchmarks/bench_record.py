@@ -20,8 +20,9 @@ disk alone: one 4 KiB overwrite + `os.fsync` per call in the stores' folder, and
 commit as LMDB writes it (as many 4 KiB pages as the default store's recording wrote per exchange,
 counted from `/proc/self/io`, at scattered offsets, one `fdatasync`, then the meta page through an
 O_DSYNC descriptor), and the same pages written in one run instead (what a layout that appended
-each commit's pages would flush). The lines under each table say what the flushes cost (the fsync row less the
-sync=False row) and the floor that pattern puts under the ratio before any CPU.
+each commit's pages would flush). The lines under each table say what the flushes cost (the
+fsync row less the sync=False row) and the floor that pattern puts under the ratio before any
+CPU.
 
 `--callgrind CALLS` also counts the instructions of CALLS loopback calls per variant under
 valgrind (one child process, after a warm-up; the server runs natively), so the recording's CPU

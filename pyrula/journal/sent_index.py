@@ -14,8 +14,8 @@ index does not know takes the canonicalising path, which decides every replay ex
 Generic requests are never indexed (`fingerprints.indexable`).
 
 Only a cassette's replays read the index, so only what a cassette records writes it: a run's
-model calls record none (`record_exchange(index_sent=False)`), which spares each of their commits a path
-through one more B-tree (about 3.5 of the 20 pages of 4 KiB a recorded exchange's commit writes,
+model calls record none (`record_exchange(index_sent=False)`), which spares each of their
+commits a path through one more B-tree (about 3.5 of the 18 pages of 4 KiB it writes;
 `benchmarks/bench_commit_pages.py`). Their records carry their digests all the same.
 """
 
