@@ -42,17 +42,21 @@ class Wakeups:
         if self._task is None:
             self._task = asyncio.ensure_future(self._listen())
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._ready.wait(), 5.0)
+            async with asyncio.timeout(5.0):
+                await self._ready.wait()
 
     async def wait(self, seen: int, timeout: float) -> bool:
         """Wait until a notification arrives after `seen` was read, or `timeout` passes;
-        True if woken."""
+        True if woken.
+
+        The deadline is an `asyncio.timeout` scope, not `asyncio.wait_for`: on Python 3.11,
+        `wait_for` returns the inner result when its task is cancelled just as that result
+        arrives, so a waiter cancelled then (a client's cancel of an MCP call) went on waiting."""
         await self.start()
         async with self._changed:
             try:
-                await asyncio.wait_for(
-                    self._changed.wait_for(lambda: self.count != seen), max(timeout, 0.0)
-                )
+                async with asyncio.timeout(max(timeout, 0.0)):
+                    await self._changed.wait_for(lambda: self.count != seen)
             except TimeoutError:
                 return False
         return True
