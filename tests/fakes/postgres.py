@@ -12,6 +12,7 @@ import asyncio
 import os
 import tempfile
 import threading
+import time
 import uuid
 import warnings
 from pathlib import Path
@@ -164,14 +165,17 @@ async def while_held(held: HeldStore, work: asyncio.Future[Any], waiters: int) -
     many times a heartbeat on this loop turned meanwhile; then let them go. The waits are
     looked at from threads, so a loop the store holds cannot answer at all."""
     beat = Heartbeat()
-    while not work.done() and await asyncio.to_thread(held.waiting) < waiters:
-        pass
-    before = beat.ticks
-    waiting = await asyncio.to_thread(held.waiting)
-    ticks = beat.ticks - before
-    held.release()
-    beat.stop()
-    return waiting, ticks
+    give_up = time.monotonic() + 60.0  # a work that neither waits nor ends fails the test
+    try:
+        while not work.done() and await asyncio.to_thread(held.waiting) < waiters:
+            if time.monotonic() > give_up:
+                raise AssertionError("after 60 s nothing waits behind the hold; the work goes on")
+        before = beat.ticks
+        waiting = await asyncio.to_thread(held.waiting)
+        return waiting, beat.ticks - before
+    finally:
+        held.release()
+        beat.stop()
 
 
 class WireTrace:
