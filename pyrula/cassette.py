@@ -241,7 +241,15 @@ class Cassette:
     ) -> Callable[[Reply], None]:
         def commit(reply: Reply) -> None:
             try:
-                record_exchange(self.exchanges, key, parts, canonical, reply, namespace=self.name)
+                record_exchange(
+                    self.exchanges,
+                    key,
+                    parts,
+                    canonical,
+                    reply,
+                    namespace=self.name,
+                    index_sent=True,
+                )
             except PayloadTooLarge as exc:
                 if reply.streamed:
                     raise  # read as the caller iterates, outside the SDK's retry loop

@@ -70,12 +70,13 @@ def record_exchange(
     namespace: str = "",
     extra: dict[str, Any] | None = None,
     also: Callable[[Txn, ExchangeRecord], None] | None = None,
-    index_sent: bool = True,
+    index_sent: bool = False,
 ) -> ExchangeRecord:
     """Scrub a live exchange and commit it under `key`; returns once it is on disk.
 
-    `index_sent=False` leaves out the request's sent-index entry (`sent_index.py`), which a run's
-    calls take (nothing replays them by it); the record carries its digest either way."""
+    `index_sent=True` adds the request's sent-index entry (`sent_index.py`) to the same commit:
+    what a cassette records, whose replays look requests up by it. The record carries its
+    digest either way."""
     secrets = scrub.secret_values(parts.headers, parts.url)
     is_error = reply.status >= 400
     frames = reply.frames

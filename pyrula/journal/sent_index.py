@@ -13,10 +13,11 @@ cassette's cache rebuilt from its file) writes the entry again (`restore_entry`)
 index does not know takes the canonicalising path, which decides every replay exactly as before.
 Generic requests are never indexed (`fingerprints.indexable`).
 
-Only a cassette's replays read the index, so only what a cassette records writes it: a run's
-model calls record none (`record_exchange(index_sent=False)`), which spares each of their
-commits a path through one more B-tree (about 3.5 of the 18 pages of 4 KiB it writes;
-`benchmarks/bench_commit_pages.py`). Their records carry their digests all the same.
+Only a cassette's replays read the index, so only what a cassette records writes it
+(`record_exchange(index_sent=True)`: a cassette, the vcrpy import into one). A run's model calls
+record none, which spares each of their commits a path through one more B-tree (about 3.5 of
+the 18 pages of 4 KiB it writes; `benchmarks/bench_commit_pages.py`). Their records carry their
+digests all the same.
 """
 
 from __future__ import annotations

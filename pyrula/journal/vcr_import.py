@@ -90,7 +90,7 @@ def _convert_one(store: Store, source: Path, target: Path) -> Converted:
         occurrence = seen.get(canonical.digest, 0)
         seen[canonical.digest] = occurrence + 1
         key = cassette_key(name, canonical.digest, occurrence)
-        record_exchange(exchanges, key, parts, canonical, reply, namespace=name)
+        record_exchange(exchanges, key, parts, canonical, reply, namespace=name, index_sent=True)
         result.converted += 1
     if result.converted:
         cassette_file.save(store, name, target)

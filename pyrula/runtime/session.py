@@ -9,7 +9,6 @@ its reply is journaled with its `llm:done` event. Inside a step or tool a call i
 from __future__ import annotations
 
 import asyncio
-import functools
 import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -54,9 +53,6 @@ from pyrula.transport.core import (
     through,
 )
 from pyrula.transport.framing import completion_for
-
-# A run's calls replay by their position, never by their sent digest: no sent-index entry.
-record_call = functools.partial(record_exchange, index_sent=False)
 
 if TYPE_CHECKING:
     from pyrula.runtime.attempt import Attempt
@@ -414,7 +410,7 @@ class RunSession:
                 payload["estimated"] = True
             if self._attempt.facts.get(position) is not None:
                 # Bytes that followed the terminal frame: amend the exchange, count it once.
-                record_call(self.exchanges, key, parts, canonical, reply)
+                record_exchange(self.exchanges, key, parts, canonical, reply)
                 return
             try:
                 self._record_call(key, parts, canonical, reply, payload)
@@ -448,7 +444,7 @@ class RunSession:
             payload["exchange"] = record.id  # the reply this call replays from
             written.append(self._attempt.journal.append_in(txn, self._run_id, "llm:done", payload))
 
-        record_call(self.exchanges, key, parts, canonical, reply, extra=extra, also=with_event)
+        record_exchange(self.exchanges, key, parts, canonical, reply, extra=extra, also=with_event)
         self._attempt.remember(written)
 
     def _meter_only(
