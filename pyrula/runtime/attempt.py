@@ -20,7 +20,7 @@ from pyrula.errors import DurableInvocationCancelled, UnjournaledSurface
 from pyrula.journal.group_commit import group_commit
 from pyrula.journal.wakeups import Wakeups
 from pyrula.runtime.calls import current_run
-from pyrula.runtime.cancel_flags import cancels_asked_here
+from pyrula.runtime.cancel_flags import cancels_asked
 from pyrula.runtime.grouped_append import append_grouped
 from pyrula.runtime.limits import AgentLimits, Budget
 from pyrula.runtime.positions import Positions
@@ -168,7 +168,7 @@ class Attempt:
         wake = self._wake
         before = None
         if wake is not None and wake.live:
-            before = (wake.count, cancels_asked_here(), time.monotonic())
+            before = (wake.count, cancels_asked.value, time.monotonic())
         if await self.journal.acancel_requested(self.run.id):
             raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
         self._quiet_since = before
@@ -187,7 +187,7 @@ class Attempt:
             and wake is not None
             and wake.live
             and wake.count == quiet[0]
-            and cancels_asked_here() == quiet[1]
+            and cancels_asked.value == quiet[1]
             and time.monotonic() - quiet[2] < CANCEL_RECHECK_SECONDS
         )
 

@@ -23,9 +23,5 @@ class CancelCount:
             self.value += 1
 
 
+# Bumped by `RunStore.request_cancel` and `terminate`; read by `Attempt.acheck_cancel`.
 cancels_asked = CancelCount()
-
-
-def cancels_asked_here() -> int:
-    """The count of cancels asked for by this process so far (`request_cancel`, `terminate`)."""
-    return cancels_asked.value
