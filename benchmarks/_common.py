@@ -24,12 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import openai
 from rich.console import Console
 from rich.table import Table
+
+T = TypeVar("T")
 
 API_KEY = "sk-bench-" + "k" * 32
 BASE_URL = "http://openai.test/v1"
@@ -117,7 +119,7 @@ def timed(fn: Callable[[], int]) -> tuple[float, float, int]:
     return time.perf_counter() - wall0, time.process_time() - cpu0, ops
 
 
-def written_bytes() -> int | None:
+def _written_bytes() -> int | None:
     """Bytes this process has sent to storage so far (Linux `/proc/self/io`: every page it
     dirtied in a file, counted once each time it is dirtied), or None where there is no such
     count."""
@@ -127,6 +129,18 @@ def written_bytes() -> int | None:
         return int(fields["write_bytes"])
     except (OSError, KeyError, ValueError):
         return None
+
+
+def pages_written(fn: Callable[[], T]) -> tuple[T, float | None]:
+    """`fn()`, and the pages of 4 KiB this process wrote to files meanwhile (None where the
+    kernel does not count them). On a store that flushes every commit, each commit's pages
+    count once."""
+    before = _written_bytes()
+    result = fn()
+    after = _written_bytes()
+    if before is None or after is None or after == before:
+        return result, None
+    return result, (after - before) / 4096
 
 
 def run_rounds(

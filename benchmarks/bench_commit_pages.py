@@ -45,9 +45,9 @@ from _common import (
     completion_json,
     console,
     header,
+    pages_written,
     parser,
     scratch_dir,
-    written_bytes,
 )
 from bench_record import start_server
 from rich.table import Table
@@ -65,18 +65,18 @@ RUN_VARIANTS = ("a run's calls, as recorded", "a run's calls, with a sent-index 
 @contextlib.contextmanager
 def leaving_out(variant: str) -> Iterator[None]:
     """Record as `variant` says (the journal's functions swapped for the block)."""
-    indexed, put_encoded, recorded = sent_index.indexed, blobs.put_encoded, session.record_call
+    indexed, put_encoded, recorded = sent_index.indexed, blobs.put_encoded, session.record_exchange
     if variant in ("no sent-index entry", "record only"):
         sent_index.indexed = lambda store, sent, canonical, also: also
     if variant in ("no request blobs", "record only"):
         blobs.put_encoded = lambda txn, db, encoded: encoded.ref
     if variant == RUN_VARIANTS[1]:
-        session.record_call = functools.partial(session.record_exchange, index_sent=True)
+        session.record_exchange = functools.partial(recorded, index_sent=True)
     try:
         yield
     finally:
         sent_index.indexed, blobs.put_encoded = indexed, put_encoded
-        session.record_call = recorded
+        session.record_exchange = recorded
 
 
 def main() -> None:
@@ -110,15 +110,14 @@ def measure(n: int, rounds: int, tmp: Path, url: str) -> None:
     cassettes = itertools.count()
 
     def recording(variant: str) -> Callable[[], tuple[float, float]]:
+        def block() -> None:
+            with pyrula.cassette(f"c-{next(cassettes)}", mode="once", store=stores[variant]):
+                for _ in range(n):
+                    post(client)
+
         def run() -> tuple[float, float]:
             with leaving_out(variant):
-                before, start = written_bytes(), time.perf_counter()
-                with pyrula.cassette(f"c-{next(cassettes)}", mode="once", store=stores[variant]):
-                    for _ in range(n):
-                        post(client)
-                wall, after = time.perf_counter() - start, written_bytes()
-            pages = (after - before) / 4096 / n if before is not None and after else float("nan")
-            return wall / n, pages
+                return per_call(block, n)
 
         return run
 
@@ -167,15 +166,16 @@ def measure_runs(n: int, rounds: int, tmp: Path) -> None:
     def run_of(variant: str) -> Callable[[], tuple[float, float]]:
         def run() -> tuple[float, float]:
             store = Store(Path(tempfile.mkdtemp(dir=tmp)) / "store")
-            with leaving_out(variant):
-                before, start = written_bytes(), time.perf_counter()
+
+            def block() -> None:
                 handle = submit(calls, n, store=store)
                 asyncio.run(Worker(store, poll_seconds=0.005).run(until_idle=True))
-                wall, after = time.perf_counter() - start, written_bytes()
-            assert handle.record.status == "completed", handle.record
+                assert handle.record.status == "completed", handle.record
+
+            with leaving_out(variant):
+                figures = per_call(block, n)
             store.close()
-            pages = (after - before) / 4096 / n if before is not None and after else float("nan")
-            return wall / n, pages
+            return figures
 
         return run
 
@@ -183,6 +183,14 @@ def measure_runs(n: int, rounds: int, tmp: Path) -> None:
     samples = interleaved(runs, rounds)
     title = f"a run of {n} model calls per round, fresh default Store, median of {rounds}"
     print_table(title, samples, floor=None, main=RUN_VARIANTS[0])
+
+
+def per_call(block: Callable[[], None], n: int) -> tuple[float, float]:
+    """(wall seconds, pages of 4 KiB written) per call of `block`, which makes `n` calls."""
+    start = time.perf_counter()
+    _, pages = pages_written(block)
+    wall = time.perf_counter() - start
+    return wall / n, float("nan") if pages is None else pages / n
 
 
 def interleaved(

@@ -60,12 +60,12 @@ from _common import (
     instructions_table,
     json_response,
     openai_client,
+    pages_written,
     parser,
     rate_table,
     run_rounds,
     scratch_dir,
     text_of,
-    written_bytes,
 )
 
 import pyrula
@@ -352,12 +352,8 @@ def pages_per_commit(record: Callable[[], int]) -> float | None:
     """4 KiB pages the store file takes per recorded exchange, counted around `record` (the
     default store's recorder: one commit per exchange, every page flushed, so each commit's
     pages count once); the meta page is one of them. None where the kernel does not say."""
-    before = written_bytes()
-    calls = record()
-    after = written_bytes()
-    if before is None or after is None or after == before:
-        return None
-    return (after - before) / 4096 / calls
+    calls, pages = pages_written(record)
+    return None if pages is None else pages / calls
 
 
 def commit_pattern(

@@ -367,14 +367,11 @@ def disk_round(base: Path) -> float:
 def print_pages_per_step(base: Path, poll: float) -> None:
     """What one run's commits write, counted from `/proc/self/io` around one more round of the
     default store (every commit flushed, so each dirtied page counts once per commit)."""
-    from _common import console, written_bytes
+    from _common import console, pages_written
 
-    before = written_bytes()
-    pyrula_round(base, True, poll_seconds=poll)
-    after = written_bytes()
-    if before is None or after is None or after == before:
+    _, pages = pages_written(lambda: pyrula_round(base, True, poll_seconds=poll))
+    if pages is None:
         return
-    pages = (after - before) / 4096
     console.print(
         f"why: one {STEPS}-step run on the default store wrote {pages:,.0f} pages of 4 KiB "
         f"(/proc/self/io; its submit, claim and finish included): {pages / STEPS:.1f} a step, "
