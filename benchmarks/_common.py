@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from io import BytesIO
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import httpx
 import openai
@@ -119,28 +119,46 @@ def timed(fn: Callable[[], int]) -> tuple[float, float, int]:
     return time.perf_counter() - wall0, time.process_time() - cpu0, ops
 
 
-def _written_bytes() -> int | None:
-    """Bytes this process has sent to storage so far (Linux `/proc/self/io`: every page it
-    dirtied in a file, counted once each time it is dirtied), or None where there is no such
-    count."""
+class DeviceWrites(NamedTuple):
+    """What the disk under a folder was asked to write: the write requests it completed and
+    the 4 KiB pages they carried."""
+
+    requests: float
+    pages: float
+
+    def per(self, n: int) -> DeviceWrites:
+        return DeviceWrites(self.requests / n, self.pages / n)
+
+
+def _device_counts(folder: Path) -> tuple[int, int] | None:
+    """(write requests completed, 512-byte sectors written) so far by the block device holding
+    `folder` (Linux `/sys/dev/block/MAJ:MIN/stat`, fields 5 and 7), or None where there is none
+    (a tmpfs, another OS)."""
     try:
-        with open("/proc/self/io") as handle:
-            fields = dict(line.split(": ") for line in handle.read().splitlines())
-        return int(fields["write_bytes"])
-    except (OSError, KeyError, ValueError):
+        device = os.stat(folder).st_dev
+        name = f"/sys/dev/block/{os.major(device)}:{os.minor(device)}/stat"
+        with open(name) as handle:
+            fields = handle.read().split()
+        return int(fields[4]), int(fields[6])
+    except (OSError, IndexError, ValueError):
         return None
 
 
-def pages_written(fn: Callable[[], T]) -> tuple[T, float | None]:
-    """`fn()`, and the pages of 4 KiB this process wrote to files meanwhile (None where the
-    kernel does not count them). On a store that flushes every commit, each commit's pages
-    count once."""
-    before = _written_bytes()
+def device_writes(fn: Callable[[], T], folder: Path) -> tuple[T, DeviceWrites | None]:
+    """`fn()`, and what the disk under `folder` wrote meanwhile (None where it cannot be read).
+
+    Counted at the device, not per process: `/proc/self/io`'s `write_bytes` counts each page
+    cache folio a write dirties at its whole size, and a kernel that caches the file in large
+    folios (ext4 on Linux 6.16+) after it was read through a map (a scan, a prune) counts one
+    4 KiB `pwrite` as up to 16 pages or more. The device's count is what a flush waits for.
+    It covers every process on the machine: run it with nothing else writing to that disk.
+    """
+    before = _device_counts(folder)
     result = fn()
-    after = _written_bytes()
-    if before is None or after is None or after == before:
+    after = _device_counts(folder)
+    if before is None or after is None:
         return result, None
-    return result, (after - before) / 4096
+    return result, DeviceWrites(after[0] - before[0], (after[1] - before[1]) / 8)
 
 
 def run_rounds(

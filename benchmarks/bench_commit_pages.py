@@ -9,10 +9,11 @@ A live loopback provider (bench_record.py's server, in its own process) answers 
 * "no sent-index entry", "no request blobs" (`blobs.put_encoded` stores none), "record only":
   without those parts.
 
-For each it prints the 4 KiB pages the store file took per exchange (`/proc/self/io`; the meta
-page is one) and the wall time per recorded call, beside the live call with no recorder. The
-variants that leave a part out are for measurement only: a store recorded so is incomplete (a
-record whose request cannot be read back), so each has a store of its own, removed at exit.
+For each it prints the write requests the disk took per exchange (counted at the device, which
+covers the whole machine: run it with nothing else writing; the meta page is one) and the wall time
+per recorded call, beside the live call with no recorder. The variants that leave a part out are for
+measurement only: a store recorded so is incomplete (a record whose request cannot be read back), so
+each has a store of its own, removed at exit.
 
 A second table does the same for a run's model calls: one agent run making CALLS chat
 completions through the openai SDK over Pyrula's transport (an in-process `httpx2.MockTransport`
@@ -44,8 +45,8 @@ from _common import (
     MODEL,
     completion_json,
     console,
+    device_writes,
     header,
-    pages_written,
     parser,
     scratch_dir,
 )
@@ -117,7 +118,7 @@ def measure(n: int, rounds: int, tmp: Path, url: str) -> None:
 
         def run() -> tuple[float, float]:
             with leaving_out(variant):
-                return per_call(block, n)
+                return per_call(block, n, tmp)
 
         return run
 
@@ -139,7 +140,7 @@ def measure(n: int, rounds: int, tmp: Path, url: str) -> None:
 
 
 def measure_runs(n: int, rounds: int, tmp: Path) -> None:
-    """Per model call of a run: pages written and wall, for `RUN_VARIANTS`."""
+    """Per model call of a run: the disk's write requests and wall, for `RUN_VARIANTS`."""
 
     def reply(request: httpx2.Request) -> httpx2.Response:
         question = json.loads(request.content)["messages"][-1]["content"]
@@ -173,7 +174,7 @@ def measure_runs(n: int, rounds: int, tmp: Path) -> None:
                 assert handle.record.status == "completed", handle.record
 
             with leaving_out(variant):
-                figures = per_call(block, n)
+                figures = per_call(block, n, tmp)
             store.close()
             return figures
 
@@ -185,12 +186,13 @@ def measure_runs(n: int, rounds: int, tmp: Path) -> None:
     print_table(title, samples, floor=None, main=RUN_VARIANTS[0])
 
 
-def per_call(block: Callable[[], None], n: int) -> tuple[float, float]:
-    """(wall seconds, pages of 4 KiB written) per call of `block`, which makes `n` calls."""
+def per_call(block: Callable[[], None], n: int, folder: Path) -> tuple[float, float]:
+    """(wall seconds, write requests of the disk under `folder`) per call of `block`, which
+    makes `n` calls."""
     start = time.perf_counter()
-    _, pages = pages_written(block)
+    _, writes = device_writes(block, folder)
     wall = time.perf_counter() - start
-    return wall / n, float("nan") if pages is None else pages / n
+    return wall / n, float("nan") if writes is None else writes.requests / n
 
 
 def interleaved(
@@ -212,18 +214,18 @@ def interleaved(
 def print_table(
     title: str, samples: dict[str, list[tuple[float, float]]], *, floor: str | None, main: str
 ) -> None:
-    """Medians of pages per call and wall per call; `x live` against `floor`, if any."""
+    """Medians of write requests per call and wall per call; `x live` against `floor`, if any."""
     main_wall = statistics.median(s[0] for s in samples[main])
     floor_wall = statistics.median(s[0] for s in samples[floor]) if floor else None
     table = Table(title=title)
-    for column in ("variant", "pages / call", "wall / call", "x live", f"vs {main}"):
+    for column in ("variant", "disk writes / call", "wall / call", "x live", f"vs {main}"):
         table.add_column(column, justify="left" if column == "variant" else "right")
     for name, rows in samples.items():
         wall = statistics.median(s[0] for s in rows)
-        pages = statistics.median(s[1] for s in rows)
+        writes = statistics.median(s[1] for s in rows)
         table.add_row(
             name,
-            "-" if name == floor else f"{pages:.1f}",
+            "-" if name == floor else f"{writes:.1f}",
             f"{wall * 1e3:.2f} ms",
             "-" if floor_wall is None else f"{wall / floor_wall:.2f}",
             "-" if name == floor else f"{(wall - main_wall) * 1e3:+.2f} ms",

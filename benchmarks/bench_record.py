@@ -9,20 +9,19 @@ Variants, each making the same 1,000 distinct calls per round (one cassette per 
 * vcrpy: `use_cassette(<temp YAML>, record_mode="all")` (it patches
   `httpx.MockTransport.handle_request`), including writing the YAML when the block ends.
 
-A second table records against a live provider on loopback instead: a server in its own process
-on 127.0.0.1 (HTTP/1.1, keep-alive) answers every chat completion. Its floor is the same calls
-with no recorder, over the network stack's own transport; pyrula records each one on the default
-`Store` (fsync per committed exchange), on `Store(metasync=False)` when this pyrula has it (one
-device flush per commit; see docs/runs.md) and on `Store(sync=False)` (no flush: the recording's
-own cost). Both with a raw `httpx.Client` posting the request bytes (no SDK: the transport's own
-cost) and through the openai SDK. `--no-loopback` skips it. Beside them, in the same rounds, the
-disk alone: one 4 KiB overwrite + `os.fsync` per call in the stores' folder, and one exchange's
-commit as LMDB writes it (as many 4 KiB pages as the default store's recording wrote per exchange,
-counted from `/proc/self/io`, at scattered offsets, one `fdatasync`, then the meta page through an
-O_DSYNC descriptor), and the same pages written in one run instead (what a layout that appended
-each commit's pages would flush). The lines under each table say what the flushes cost (the
-fsync row less the sync=False row) and the floor that pattern puts under the ratio before any
-CPU.
+A second table records against a live provider on loopback instead: a server in its own process on
+127.0.0.1 (HTTP/1.1, keep-alive) answers every chat completion. Its floor is the same calls with no
+recorder, over the network stack's own transport; pyrula records each one on the default `Store`
+(fsync per committed exchange), on `Store(metasync=False)` when this pyrula has it (one device flush
+per commit; see docs/runs.md) and on `Store(sync=False)` (no flush: the recording's own cost). Both
+with a raw `httpx.Client` posting the request bytes (no SDK: the transport's own cost) and through
+the openai SDK. `--no-loopback` skips it. Beside them, in the same rounds, the disk alone: one 4 KiB
+overwrite + `os.fsync` per call in the stores' folder, and one exchange's commit as LMDB writes it
+(one 4 KiB page per write request the disk took for each of the default store's recorded exchanges,
+counted at the device, at scattered offsets, one `fdatasync`, then the meta page through an O_DSYNC
+descriptor), and the same pages written in one run instead (what a layout that appended each
+commit's pages would flush). The lines under each table say what the flushes cost (the fsync row
+less the sync=False row) and the floor that pattern puts under the ratio before any CPU.
 
 `--callgrind CALLS` also counts the instructions of CALLS loopback calls per variant under
 valgrind (one child process, after a warm-up; the server runs natively), so the recording's CPU
@@ -52,15 +51,16 @@ from _common import (
     API_KEY,
     CALLGRIND_CHILD,
     MODEL,
+    DeviceWrites,
     callgrind_segments,
     cg_mark,
     completion_json,
     console,
+    device_writes,
     header,
     instructions_table,
     json_response,
     openai_client,
-    pages_written,
     parser,
     rate_table,
     run_rounds,
@@ -348,12 +348,12 @@ COMMIT = "disk: one exchange's commit as LMDB writes it, no HTTP"
 CONTIGUOUS = "disk: the same pages in one run, then the meta page, no HTTP"
 
 
-def pages_per_commit(record: Callable[[], int]) -> float | None:
-    """4 KiB pages the store file takes per recorded exchange, counted around `record` (the
-    default store's recorder: one commit per exchange, every page flushed, so each commit's
-    pages count once); the meta page is one of them. None where the kernel does not say."""
-    calls, pages = pages_written(record)
-    return None if pages is None else pages / calls
+def writes_per_commit(record: Callable[[], int], folder: Path) -> DeviceWrites | None:
+    """What the disk under `folder` wrote per recorded exchange, counted around `record` (the
+    default store's recorder: one commit per exchange, every page flushed); the meta page is
+    one of its writes. None where the device's counts cannot be read."""
+    calls, writes = device_writes(record, folder)
+    return None if writes is None else writes.per(calls)
 
 
 def commit_pattern(
@@ -403,11 +403,12 @@ def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
             variants[f"pyrula recording, Store {policy}"] = fn
         for fn in variants.values():  # warm up (connections, pages)
             fn()
-        pages = pages_per_commit(recorders["fsync"])
+        writes = writes_per_commit(recorders["fsync"], tmp)
         variants[FLUSH] = flushes
-        if pages is not None:
-            variants[COMMIT] = commit_pattern(n, tmp, max(2, round(pages)))
-            variants[CONTIGUOUS] = commit_pattern(n, tmp, max(2, round(pages)), contiguous=True)
+        if writes is not None:
+            pages = max(2, round(writes.requests))
+            variants[COMMIT] = commit_pattern(n, tmp, pages)
+            variants[CONTIGUOUS] = commit_pattern(n, tmp, pages, contiguous=True)
         for name in (FLUSH, COMMIT, CONTIGUOUS):
             if name in variants:
                 variants[name]()
@@ -439,12 +440,13 @@ def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
             f"{results[FLUSH].wall_median * 1e3:.2f} ms); with no CPU of its own a recording "
             f"would still cost {(call + synced - unsynced) / call:.2f}x the live call"
         )
-        if COMMIT in results:
+        if COMMIT in results and writes is not None:
             pattern = results[COMMIT].wall_median
             console.print(
-                f"why: each recorded exchange wrote {pages:.1f} pages of 4 KiB to the store "
-                f"file (/proc/self/io; the meta page is one), one leaf or branch of each table "
-                f"it touches, put wherever LMDB's free pages are. That pattern alone (the "
+                f"why: each recorded exchange took {writes.requests:.1f} write requests of the "
+                f"disk, {writes.pages:.1f} pages of 4 KiB (the device's counts; the meta page "
+                f"is one), one leaf or branch of each table it touches, put wherever LMDB's "
+                f"free pages are. That pattern alone (one page per request; the "
                 f"'{COMMIT}' row) took {pattern * 1e3:.2f} ms a commit against "
                 f"{call * 1e3:.2f} ms for the live call: a floor of "
                 f"{(call + pattern) / call:.2f}x before any CPU. The same pages written in one "

@@ -365,16 +365,17 @@ def disk_round(base: Path) -> float:
 
 
 def print_pages_per_step(base: Path, poll: float) -> None:
-    """What one run's commits write, counted from `/proc/self/io` around one more round of the
-    default store (every commit flushed, so each dirtied page counts once per commit)."""
-    from _common import console, pages_written
+    """What one run's commits cost the disk, counted at the device around one more round of
+    the default store (every commit flushed)."""
+    from _common import console, device_writes
 
-    _, pages = pages_written(lambda: pyrula_round(base, True, poll_seconds=poll))
-    if pages is None:
+    _, writes = device_writes(lambda: pyrula_round(base, True, poll_seconds=poll), base)
+    if writes is None:
         return
     console.print(
-        f"why: one {STEPS}-step run on the default store wrote {pages:,.0f} pages of 4 KiB "
-        f"(/proc/self/io; its submit, claim and finish included): {pages / STEPS:.1f} a step, "
+        f"why: one {STEPS}-step run on the default store took {writes.requests:,.0f} write "
+        f"requests of the disk, {writes.pages:,.0f} pages of 4 KiB (the device's counts; its "
+        f"submit, claim and finish included): {writes.requests / STEPS:.1f} requests a step, "
         "the meta page one of them. The data pages (a leaf of the journal's table, the table "
         "of tables, the free list) sit wherever LMDB's free pages are, so their fdatasync is "
         "that many device writes, and the meta page's O_DSYNC write one more"
