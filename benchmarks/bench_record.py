@@ -444,9 +444,10 @@ def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
             pattern = results[COMMIT].wall_median
             console.print(
                 f"why: each recorded exchange took {writes.requests:.1f} write requests of the "
-                f"disk, {writes.pages:.1f} pages of 4 KiB (the device's counts; the meta page "
-                f"is one), one leaf or branch of each table it touches, put wherever LMDB's "
-                f"free pages are. That pattern alone (one page per request; the "
+                f"disk, {writes.pages:.1f} pages of 4 KiB (the device's counts: its append to "
+                f"the pending log and its share of the block's batched commits, "
+                f"docs/record-format.md#pending-recordings). As scattered pages (one per "
+                f"request, one flush, then the meta page; the "
                 f"'{COMMIT}' row) took {pattern * 1e3:.2f} ms a commit against "
                 f"{call * 1e3:.2f} ms for the live call: a floor of "
                 f"{(call + pattern) / call:.2f}x before any CPU. The same pages written in one "

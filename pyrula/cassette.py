@@ -30,10 +30,11 @@ from pyrula.errors import (
     VerifyMismatch,
 )
 from pyrula.fingerprints import Canonical, RequestParts, nearest
-from pyrula.journal import cassette_file
+from pyrula.journal import cassette_file, pending
 from pyrula.journal.async_store import acall, offload
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import cassette_key, namespace_prefix
+from pyrula.journal.pending import PendingLog
 from pyrula.journal.recorder import Reply, record_exchange
 from pyrula.journal.store import Store, open_store
 from pyrula.transport.core import Callbacks, Live, Plan, Replay, pop_session, push_session
@@ -43,6 +44,8 @@ Mode = Literal["once", "none", "new_episodes", "all", "verify"]
 MODES: tuple[str, ...] = get_args(Mode)
 F = TypeVar("F", bound=Callable[..., Any])
 _U32 = struct.Struct(">I")
+# A block's first recordings are committed one by one; the rest are batched (`_pending_log`).
+DIRECT_RECORDINGS = 2
 
 
 @dataclass
@@ -93,6 +96,11 @@ class Cassette:
         self._deleted = 0
         self.stats = CassetteStats()
         self.verify_report: list[VerifyResult] = []
+        # Inside a block, recordings past the first `DIRECT_RECORDINGS` go to the process's
+        # pending log (`journal/pending.py`), and into the store when the block ends.
+        self._in_block = False
+        self._committed = 0
+        self._pending: PendingLog | None = None
         self._store: Store | None = None
         self._exchanges: Exchanges | None = None
         # What a replay miss tells the user to do; the proxy gives its own flags instead.
@@ -144,6 +152,8 @@ class Cassette:
         if self.mode == "all":
             return Live(self._recording(key, parts, canonical))
         exchanges = self.exchanges
+        if self._pending is not None and self._pending.holds(key):
+            self._pending.fold()
         found = exchanges.get(key)
         if self.mode == "verify":
             if found is None:
@@ -205,6 +215,8 @@ class Cassette:
         would replay, under the same occurrence. None when that is not known at once (no index
         entry, no record for this occurrence): then `plan` decides, as always."""
         exchanges = self.exchanges
+        if self._pending is not None and self._pending.holds_sent(sent):
+            self._pending.fold()
         claimed: list[tuple[str, int]] = []
 
         def key_for(fingerprint: bytes) -> bytes:
@@ -249,6 +261,7 @@ class Cassette:
                     reply,
                     namespace=self.name,
                     index_sent=True,
+                    pending=self._pending_log(),
                 )
             except PayloadTooLarge as exc:
                 if reply.streamed:
@@ -263,6 +276,17 @@ class Cassette:
                 self.stats.used.add(key)
 
         return commit
+
+    def _pending_log(self) -> PendingLog | None:
+        """Where this block's next recording goes: None (straight into the store) for its first
+        `DIRECT_RECORDINGS`, whose own commits cost less than a batch's, or outside a block."""
+        with self._lock:
+            self._committed += 1
+            if not self._in_block or self._committed <= DIRECT_RECORDINGS:
+                return None
+            if self._pending is None:
+                self._pending = pending.for_exchanges(self.exchanges)
+            return self._pending
 
     def _verifier(
         self, record: ExchangeRecord, first_page: bytes, canonical: Canonical
@@ -292,6 +316,8 @@ class Cassette:
         return check
 
     def _miss(self, parts: RequestParts, canonical: Canonical, occurrence: int) -> ReplayMiss:
+        if self._pending is not None:  # what the block recorded, in the store to compare with
+            self._pending.fold()
         where = f"{canonical.surface} {parts.method} {parts.url.split('?')[0]}"
         if occurrence and self.exchanges.get(cassette_key(self.name, canonical.digest, 0)):
             return ReplayMiss(
@@ -339,6 +365,8 @@ class Cassette:
         self.stats = CassetteStats()
         self.verify_report = []
         self._deleted = 0
+        self._committed = 0
+        pending.recover(self.exchanges, again=True)  # a stopped process's recordings first
         if self.path is not None:
             cassette_file.sync(self.store, self.name, self.path)
         prefix = namespace_prefix(self.name)
@@ -351,6 +379,7 @@ class Cassette:
             self._finds_sent = False
         if self.mode == "none":
             netguard.block(self._allow_hosts)
+        self._in_block = True
         self._token = push_session(self)
         return self
 
@@ -361,8 +390,12 @@ class Cassette:
         tb: TracebackType | None,
     ) -> None:
         pop_session(self, self._token)
+        self._in_block = False
         if self.mode == "none":
             netguard.unblock()
+        if self._pending is not None:  # its recordings into the store (kept on disk if that fails)
+            log, self._pending = self._pending, None
+            pending.release(log)
         if self.mode == "all" and exc_type is None:
             # Everything was re-recorded: what this pass did not touch is stale.
             stale = [

@@ -20,11 +20,11 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyrula.errors import RestoreRefused, StoreCorrupt
 from pyrula.fingerprints.bounded import BoundedCache
-from pyrula.journal import blobs, sent_index
+from pyrula.journal import blobs, pending, sent_index
 from pyrula.journal.async_store import on_store_thread
 from pyrula.journal.records import (
     RECORD_FORMAT,
@@ -69,6 +69,19 @@ class StoredExchange:
     record: ExchangeRecord
     request: dict[str, Any]
     frames: list[bytes]
+
+
+class PreparedExchange(NamedTuple):
+    """One exchange's write, encoded (`Exchanges.prepare`): the record under `key` (`value`:
+    its header and first page), its further pages (page key, checksummed page), its request's
+    blobs (digest, bytes) and its sent-index entry (sent digest, fingerprint), if any."""
+
+    key: bytes
+    record: ExchangeRecord
+    value: bytes
+    pages: list[tuple[bytes, bytes]]
+    blobs: list[tuple[bytes, bytes]]
+    sent: tuple[bytes, bytes] | None
 
 
 def _pack(frames: Iterable[bytes]) -> list[bytes]:
@@ -137,6 +150,7 @@ class Exchanges:
         # Where a read is a local lookup (LMDB), a replay may find a request by its sent digest
         # (`sent_index.py`); on a server the extra round trip costs more than it saves.
         self._sent = None if store.remote else store.db(sent_index.TABLE)
+        pending.recover(self)  # what a stopped process left pending (`pending.py`)
 
     def get(self, key: bytes) -> tuple[ExchangeRecord, bytes] | None:
         """The record under `key` and its first page, from one read."""
@@ -210,6 +224,21 @@ class Exchanges:
         `also` runs inside the same transaction, after the record is written, so the facts it
         adds (a run's fence check, its metering event) commit with the exchange or not at all.
         """
+        prepared = self.prepare(key, exchange)
+
+        def write(txn: Txn) -> ExchangeRecord:
+            self.apply(txn, prepared)
+            if also is not None:
+                also(txn, prepared.record)
+            return prepared.record
+
+        return self.store.write(write)
+
+    def prepare(
+        self, key: bytes, exchange: Exchange, *, sent: tuple[bytes, bytes] | None = None
+    ) -> PreparedExchange:
+        """Everything a write of `exchange` under `key` puts, encoded once (`apply` writes it):
+        the record, its pages, its request's blobs and `sent`, its sent-index entry."""
         frames = exchange.frames
         size = sum(len(f) for f in frames)
         request = exchange.request_doc
@@ -217,35 +246,43 @@ class Exchanges:
             request = blobs.encode_request(request)
         self.store.check_size(size + len(request.json), "recorded exchange")
         pages = _pack(frames)
-        record_id = os.urandom(16).hex()
+        record = ExchangeRecord(
+            id=os.urandom(16).hex(),
+            surface=exchange.surface,
+            fingerprint=exchange.fingerprint,
+            request=request.ref,
+            method=exchange.method,
+            url=exchange.url,
+            status=exchange.status,
+            headers=exchange.headers,
+            frames=len(frames),
+            size=size,
+            pages=len(pages),
+            streamed=exchange.streamed,
+            recorded_at=time.time(),
+            elapsed_ms=round(float(exchange.elapsed_ms), 3),
+            namespace=exchange.namespace,
+            extra=exchange.extra,
+        )
+        record, value = encode_newest(record, pages[0])
+        later = [
+            (_page_key(record.id, number), _U32.pack(zlib.crc32(page)) + page)
+            for number, page in enumerate(pages[1:], start=1)
+        ]
+        return PreparedExchange(key, record, value, later, request.blobs, sent)
 
-        def write(txn: Txn) -> ExchangeRecord:
-            ref = blobs.put_encoded(txn, self._blobs, request)
-            record = ExchangeRecord(
-                id=record_id,
-                surface=exchange.surface,
-                fingerprint=exchange.fingerprint,
-                request=ref,
-                method=exchange.method,
-                url=exchange.url,
-                status=exchange.status,
-                headers=exchange.headers,
-                frames=len(frames),
-                size=size,
-                pages=len(pages),
-                streamed=exchange.streamed,
-                recorded_at=time.time(),
-                elapsed_ms=round(float(exchange.elapsed_ms), 3),
-                namespace=exchange.namespace,
-                extra=exchange.extra,
-            )
-            record, value = encode_newest(record, pages[0])
-            self._write_record(txn, key, record, pages, value)
-            if also is not None:
-                also(txn, record)
-            return record
-
-        return self.store.write(write)
+    def apply(self, txn: Txn, prepared: PreparedExchange) -> None:
+        """Put a prepared exchange in `txn`, dropping the pages of the record it replaces."""
+        old = txn.get(prepared.key, db=self._db)
+        if old is not None:
+            self._delete_pages(txn, _readable(old))
+        txn.put(prepared.key, prepared.value, db=self._db)
+        for page_key, page in prepared.pages:
+            txn.put(page_key, page, db=self._frames)
+        for digest, data in prepared.blobs:
+            txn.put(digest, data, db=self._blobs, overwrite=False)
+        if prepared.sent is not None and self._sent is not None:
+            txn.put(prepared.sent[0], prepared.sent[1], db=self._sent)
 
     def restore(self, exchanges: Sequence[StoredExchange]) -> int:
         """Write exchanges exactly as they were stored (their keys, ids, timestamps and elapsed
@@ -411,6 +448,7 @@ __all__ = [
     "Exchange",
     "ExchangeRecord",
     "Exchanges",
+    "PreparedExchange",
     "StoredExchange",
     "decode_header",
 ]

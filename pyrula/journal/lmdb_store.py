@@ -92,6 +92,8 @@ class LmdbStore(Store):
         self.exchanges_db = self._dbs["exchanges"]
         self.frames_db = self._dbs["frames"]
         self.blobs_db = self._dbs["blobs"]
+        # Whether a commit flushes the disk (`sync=True`, the default): `pending.py` asks.
+        self.syncs = bool(self.env.flags()["sync"])
 
     # -- opening -------------------------------------------------------------------------------
 

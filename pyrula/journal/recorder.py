@@ -10,6 +10,7 @@ from typing import Any
 from pyrula.fingerprints import Canonical, RequestParts
 from pyrula.journal import blobs, scrub, sent_index
 from pyrula.journal.exchanges import Exchange, ExchangeRecord, Exchanges
+from pyrula.journal.pending import PendingLog
 from pyrula.journal.store import Txn
 
 
@@ -71,12 +72,16 @@ def record_exchange(
     extra: dict[str, Any] | None = None,
     also: Callable[[Txn, ExchangeRecord], None] | None = None,
     index_sent: bool = False,
+    pending: PendingLog | None = None,
 ) -> ExchangeRecord:
     """Scrub a live exchange and commit it under `key`; returns once it is on disk.
 
     `index_sent=True` adds the request's sent-index entry (`sent_index.py`) to the same commit:
     what a cassette records, whose replays look requests up by it. The record carries its
-    digest either way."""
+    digest either way.
+
+    With a `pending` log (a cassette block's; `pending.py`) the exchange is appended there
+    instead, durable all the same, and put in the store with its batch."""
     secrets = scrub.secret_values(parts.headers, parts.url)
     is_error = reply.status >= 400
     frames = reply.frames
@@ -112,6 +117,11 @@ def record_exchange(
         namespace=namespace,
         extra=extra,
     )
+    if pending is not None and also is None:
+        entry = (sent, bytes.fromhex(canonical.digest)) if index_sent and sent else None
+        prepared = exchanges.prepare(key, exchange, sent=entry)
+        pending.append(prepared)
+        return prepared.record
     if index_sent:
         also = sent_index.indexed(exchanges.store, sent, canonical, also)
     return exchanges.put(key, exchange, also=also)

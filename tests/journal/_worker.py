@@ -32,3 +32,14 @@ def record(store_path: str, worker: int, calls: int) -> None:
     with pyrula.cassette("shared", mode="new_episodes", store=store_path):
         for i in range(calls):
             assert ask(sdk, f"w{worker}-q{i}") == f"answer to w{worker}-q{i}"
+
+
+def record_then_hang(store_path: str, calls: int, recorded: Any, hang: Any, api_key: str) -> None:
+    """Record `calls` exchanges in one block, set `recorded`, and wait inside the block to be
+    killed (so whatever the block had not yet put in the store is left pending)."""
+    sdk = openai_client(Upstream(OPENAI_LIB, answer), api_key=api_key)
+    with pyrula.cassette("killed", mode="once", store=store_path):
+        for i in range(calls):
+            assert ask(sdk, f"q{i}") == f"answer to q{i}"
+        recorded.set()
+        hang.wait()

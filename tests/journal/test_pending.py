@@ -1,0 +1,122 @@
+"""A cassette block's pending log (`pyrula.journal.pending`): recordings durable on return, put
+in the store when the block ends, and recovered after the recording process is killed."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from pathlib import Path
+
+import pytest
+
+import pyrula
+from pyrula.cassette import DIRECT_RECORDINGS
+from pyrula.journal import Exchanges, Store, pending
+from tests.fakes.openai_api import openai_client
+from tests.fakes.provider import OPENAI_LIB, Upstream
+from tests.journal import _worker
+
+SECRET = "sk-pending-log-secret-7f3a9c"
+
+
+def _records(store_path: Path, prefix: bytes = b"") -> int:
+    with Store(store_path) as store:
+        return sum(1 for _ in Exchanges(store).scan(prefix))
+
+
+def _offline(store_path: Path, name: str, calls: int) -> list[str]:
+    """Replay `calls` questions of cassette `name` with no network; the provider must not be
+    asked."""
+    upstream = Upstream(OPENAI_LIB, _worker.answer)
+    sdk = openai_client(upstream)
+    with pyrula.cassette(name, mode="none", store=store_path):
+        answers = [_worker.ask(sdk, f"q{i}") for i in range(calls)]
+    assert upstream.calls == []
+    return answers  # type: ignore[return-value]
+
+
+def test_a_blocks_recordings_past_its_first_are_in_the_store_when_it_ends(store_path):
+    upstream = Upstream(OPENAI_LIB, _worker.answer)
+    sdk = openai_client(upstream)
+    with pyrula.cassette("batch", mode="once", store=store_path):
+        for i in range(10):
+            assert _worker.ask(sdk, f"q{i}") == f"answer to q{i}"
+        # Another opener sees the block's direct commits, not yet its pending ones.
+        assert _records(store_path) == DIRECT_RECORDINGS
+        logs = list((store_path / "pending").glob("*.log"))
+        assert len(logs) == 1
+    assert _records(store_path) == 10
+    assert list((store_path / "pending").glob("*.log")) == []  # deleted with its last block
+    assert _offline(store_path, "batch", 10) == [f"answer to q{i}" for i in range(10)]
+
+
+def test_a_big_block_is_put_in_the_store_in_batches(store_path, monkeypatch):
+    monkeypatch.setattr(pending, "FOLD_EVERY", 3)
+    sdk = openai_client(Upstream(OPENAI_LIB, _worker.answer))
+    with pyrula.cassette("batches", mode="once", store=store_path):
+        for i in range(DIRECT_RECORDINGS + 7):
+            _worker.ask(sdk, f"q{i}")
+        assert _records(store_path) == DIRECT_RECORDINGS + 6  # two batches of 3; 1 pending
+    assert _records(store_path) == DIRECT_RECORDINGS + 7
+
+
+def _kill_while_recording(store_path: Path, calls: int) -> None:
+    """Record `calls` exchanges in a child process's block and SIGKILL it inside the block."""
+    Store(store_path).close()
+    context = multiprocessing.get_context("spawn")
+    recorded, hang = context.Event(), context.Event()  # `hang` is never set
+    child = context.Process(
+        target=_worker.record_then_hang, args=(str(store_path), calls, recorded, hang, SECRET)
+    )
+    child.start()
+    try:
+        assert recorded.wait(timeout=120), "the recording process did not record"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(timeout=30)
+    assert child.exitcode == -signal.SIGKILL
+
+
+def _damage_none(data: bytes) -> bytes:
+    return data
+
+
+def _damage_torn_tail(data: bytes) -> bytes:
+    """A half-written entry after the last whole one (a crash during its write)."""
+    at = 16  # past the header; each entry is `u32 length | u32 CRC | payload`
+    while (length := int.from_bytes(data[at : at + 4], "big")) != 0:
+        at += 8 + length
+    torn = (300).to_bytes(4, "big") + b"\xde\xad\xbe\xef" + b"\x55" * 40
+    return data[:at] + torn + data[at + len(torn) :]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", [_damage_none, _damage_torn_tail], ids=["whole", "torn tail"])
+def test_recordings_of_a_killed_process_are_recovered_and_replay_offline(store_path, damage):
+    calls = DIRECT_RECORDINGS + 4
+    _kill_while_recording(store_path, calls)
+    (log,) = (store_path / "pending").glob("*.log")
+    log.write_bytes(damage(log.read_bytes()))
+    assert _offline(store_path, "killed", calls) == [f"answer to q{i}" for i in range(calls)]
+    assert list((store_path / "pending").glob("*.log")) == []
+    assert _records(store_path) == calls
+
+
+@pytest.mark.slow
+def test_a_pending_log_holds_no_secret(store_path):
+    _kill_while_recording(store_path, DIRECT_RECORDINGS + 3)
+    (log,) = (store_path / "pending").glob("*.log")
+    assert len(list(pending.read_entries(log.read_bytes()))) == 3
+    for path in store_path.rglob("*"):
+        if path.is_file():
+            assert SECRET.encode() not in path.read_bytes(), path
+
+
+def test_a_log_of_another_format_is_ignored_not_applied(store_path):
+    Store(store_path).close()
+    folder = store_path / "pending"
+    folder.mkdir()
+    (folder / "1-foreign.log").write_bytes(b"not a pending log at all" * 100)
+    assert _records(store_path) == 0
+    assert list(folder.glob("*.log")) == []
