@@ -24,9 +24,11 @@ put in the store by the next process that opens the store's exchanges (`recover`
 from __future__ import annotations
 
 import atexit
+import errno
 import fcntl
 import logging
 import os
+import shutil
 import struct
 import threading
 import zlib
@@ -34,7 +36,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pyrula.errors import StoreError
+from pyrula.errors import StoreError, StoreFull
 from pyrula.journal.records import decode
 from pyrula.journal.store import Txn
 
@@ -94,8 +96,7 @@ class PendingLog:
         with self._lock:
             if self._end + len(entry) > self._allocated:
                 self._write_ahead(self._end + len(entry))
-            self._write(entry, self._end)
-            os.fdatasync(self._fd)
+            self._write(entry, self._end, flush=True)
             self._end += len(entry)
             self._entries.append(prepared)
             self._keys.add(prepared.key)
@@ -151,20 +152,28 @@ class PendingLog:
         """Zeros from the allocated end past `needed`, flushed once (the file grows here only)."""
         ahead = min(max(_AHEAD_FIRST, self._allocated), _AHEAD_MOST)
         size = max(self._allocated, needed) + ahead
-        self._write(bytes(size - self._allocated), self._allocated)
-        os.fdatasync(self._fd)
+        self._write(bytes(size - self._allocated), self._allocated, flush=True)
         self._allocated = size
 
-    def _write(self, data: bytes, offset: int) -> None:
+    def _write(self, data: bytes, offset: int, *, flush: bool = False) -> None:
+        """Write `data` at `offset` (and flush the file): a full disk is `StoreFull`, naming the
+        log; what it failed to write was never acknowledged."""
         try:
             written = os.pwrite(self._fd, data, offset)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, "short write")
+            if flush:
+                os.fdatasync(self._fd)
         except OSError as exc:
-            raise StoreError(
-                f"could not write a recording to {self.path} ({exc}); free disk space and "
-                "record again"
-            ) from exc
-        if written != len(data):
-            raise StoreError(f"a short write to {self.path}; free disk space and record again")
+            free = _free_bytes(self.path.parent)
+            raise StoreFull(self.path.parent.parent, free, f"its pending log: {exc}") from exc
+
+
+def _free_bytes(folder: Path) -> int | None:
+    try:
+        return shutil.disk_usage(folder).free
+    except OSError:
+        return None
 
 
 def _field(data: bytes) -> bytes:

@@ -12,6 +12,7 @@ import pytest
 
 import pyrula
 from pyrula.cassette import DIRECT_RECORDINGS
+from pyrula.errors import StoreFull
 from pyrula.journal import Exchanges, Store, pending
 from tests.fakes.openai_api import openai_client
 from tests.fakes.provider import OPENAI_LIB, Upstream
@@ -120,3 +121,35 @@ def test_a_log_of_another_format_is_ignored_not_applied(store_path):
     (folder / "1-foreign.log").write_bytes(b"not a pending log at all" * 100)
     assert _records(store_path) == 0
     assert list(folder.glob("*.log")) == []
+
+
+def test_a_full_disk_under_the_log_is_store_full_and_loses_no_acknowledged_recording(
+    store_path, monkeypatch
+):
+    upstream = Upstream(OPENAI_LIB, _worker.answer)
+    http = upstream.http_client(journal={})
+    url = "http://openai.test/v1/chat/completions"
+
+    def post(question: str) -> None:
+        body = {"model": "m", "messages": [{"role": "user", "content": question}]}
+        http.post(url, json=body, headers={"authorization": "Bearer sk-unused"}).read()
+
+    real_pwrite = os.pwrite
+
+    def full(fd: int, data: bytes, offset: int) -> int:
+        raise OSError(28, "No space left on device")
+
+    with pyrula.cassette("full", mode="once", store=store_path):
+        for i in range(DIRECT_RECORDINGS + 1):
+            post(f"q{i}")
+        monkeypatch.setattr(os, "pwrite", full)
+        with pytest.raises(StoreFull, match=r"pending log.*free some space"):
+            post("lost")
+        monkeypatch.setattr(os, "pwrite", real_pwrite)
+        post(f"q{DIRECT_RECORDINGS + 1}")
+    with Store(store_path) as store:
+        questions = sorted(
+            Exchanges(store).request(record)["compared"]["messages"][0]["content"]
+            for _key, record in Exchanges(store).scan()
+        )
+    assert questions == [f"q{i}" for i in range(DIRECT_RECORDINGS + 2)]
