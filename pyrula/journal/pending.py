@@ -66,8 +66,11 @@ class PendingLog:
         self.pid = os.getpid()
         folder.mkdir(exist_ok=True)
         self.path = folder / f"{self.pid}-{os.urandom(4).hex()}.log"
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)  # held for the process's life: recover() skips it
+        # Made and locked under another name, so `recover` never finds it unlocked.
+        making = self.path.with_suffix(".new")
+        self._fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)  # held while in use: `recover` skips it
+        os.rename(making, self.path)
         self._lock = threading.Lock()
         self.users = 0  # the blocks using it (`for_exchanges`, `release`)
         self._generation = 1
