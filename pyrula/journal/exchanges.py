@@ -139,6 +139,16 @@ def _page_key(record_id: str, page: int) -> bytes:
     return bytes.fromhex(record_id) + _U32.pack(page)
 
 
+def _later_pages(record: ExchangeRecord, pages: list[bytes]) -> list[tuple[bytes, bytes]]:
+    """Pages 1.. of `record` as stored: (page key, page), checksummed from format 2 on."""
+    return [
+        (_page_key(record.id, number), _U32.pack(zlib.crc32(page)) + page)
+        if record.format >= 2
+        else (_page_key(record.id, number), page)
+        for number, page in enumerate(pages[1:], start=1)
+    ]
+
+
 class Exchanges:
     """Read and write recorded exchanges in a store."""
 
@@ -265,20 +275,13 @@ class Exchanges:
             extra=exchange.extra,
         )
         record, value = encode_newest(record, pages[0])
-        later = [
-            (_page_key(record.id, number), _U32.pack(zlib.crc32(page)) + page)
-            for number, page in enumerate(pages[1:], start=1)
-        ]
-        return PreparedExchange(key, record, value, later, request.blobs, sent)
+        return PreparedExchange(
+            key, record, value, _later_pages(record, pages), request.blobs, sent
+        )
 
     def apply(self, txn: Txn, prepared: PreparedExchange) -> None:
         """Put a prepared exchange in `txn`, dropping the pages of the record it replaces."""
-        old = txn.get(prepared.key, db=self._db)
-        if old is not None:
-            self._delete_pages(txn, _readable(old))
-        txn.put(prepared.key, prepared.value, db=self._db)
-        for page_key, page in prepared.pages:
-            txn.put(page_key, page, db=self._frames)
+        self._put(txn, prepared.key, prepared.value, prepared.pages)
         for digest, data in prepared.blobs:
             txn.put(digest, data, db=self._blobs, overwrite=False)
         if prepared.sent is not None and self._sent is not None:
@@ -346,23 +349,20 @@ class Exchanges:
         return self.store.write(write)
 
     def _write_record(
-        self,
-        txn: Txn,
-        key: bytes,
-        record: ExchangeRecord,
-        pages: list[bytes],
-        value: bytes | None = None,
+        self, txn: Txn, key: bytes, record: ExchangeRecord, pages: list[bytes]
     ) -> None:
-        """Put `record` (its stored `value`, if already encoded) and its pages under `key`,
-        dropping the pages of the record it replaces."""
+        """Put `record` and its pages under `key` in the record's own format (a restore)."""
+        self._put(txn, key, encode(record, pages[0]), _later_pages(record, pages))
+
+    def _put(self, txn: Txn, key: bytes, value: bytes, later: list[tuple[bytes, bytes]]) -> None:
+        """Put a record's stored value and its further pages under `key`, dropping the pages of
+        the record it replaces."""
         old = txn.get(key, db=self._db)
         if old is not None:
             self._delete_pages(txn, _readable(old))
-        txn.put(key, encode(record, pages[0]) if value is None else value, db=self._db)
-        for number, page in enumerate(pages[1:], start=1):
-            if record.format >= 2:
-                page = _U32.pack(zlib.crc32(page)) + page
-            txn.put(_page_key(record.id, number), page, db=self._frames)
+        txn.put(key, value, db=self._db)
+        for page_key, page in later:
+            txn.put(page_key, page, db=self._frames)
 
     def _delete_pages(self, txn: Txn, record: ExchangeRecord | None) -> None:
         """Delete a record's frame pages (none known when the record is damaged)."""

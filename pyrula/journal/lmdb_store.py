@@ -303,7 +303,7 @@ class LmdbStore(Store):
     def _failure(self, exc: lmdb.Error) -> StoreError:
         """The typed error for an LMDB failure: a full disk, or damage."""
         if isinstance(exc, lmdb.DiskError) or _disk_is_full(exc):
-            return StoreFull(self.path, _free_bytes(self.path), exc)
+            return StoreFull(self.path, free_bytes(self.path), exc)
         return StoreCorrupt(
             f"{self.path} is damaged ({exc}); restore it from a copy, or export what still "
             "reads with `pyrula journal export` into a new store"
@@ -346,7 +346,7 @@ _MISSING_FIX = (
 )
 
 
-def _free_bytes(path: Path) -> int | None:
+def free_bytes(path: Path) -> int | None:
     try:
         return shutil.disk_usage(path).free
     except OSError:

@@ -28,7 +28,6 @@ import errno
 import fcntl
 import logging
 import os
-import shutil
 import struct
 import threading
 import zlib
@@ -37,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyrula.errors import StoreError, StoreFull
+from pyrula.journal.lmdb_store import free_bytes
 from pyrula.journal.records import decode
 from pyrula.journal.store import Txn
 
@@ -77,12 +77,8 @@ class PendingLog:
         self._entries: list[PreparedExchange] = []
         self._keys: set[bytes] = set()
         self._sent: set[bytes] = set()
-        self._bytes = 0
         self._end = self._allocated = _HEADER.size  # the header is written; zeros go after it
         os.pwrite(self._fd, _HEADER.pack(_MAGIC, self._generation), 0)
-
-    def __len__(self) -> int:
-        return len(self._entries)
 
     def holds(self, key: bytes) -> bool:
         """Whether a recording under `key` waits here (the store does not have it yet)."""
@@ -94,9 +90,9 @@ class PendingLog:
     def append(self, prepared: PreparedExchange) -> None:
         """Make `prepared` durable (one write and one flush) before returning; put the batch in
         the store when it is big enough."""
-        payload = _encode(self._generation, prepared)
-        entry = _ENTRY.pack(len(payload), zlib.crc32(payload)) + payload
-        with self._lock:
+        with self._lock:  # the generation too: a fold may bump it
+            payload = _encode(self._generation, prepared)
+            entry = _ENTRY.pack(len(payload), zlib.crc32(payload)) + payload
             if self._end + len(entry) > self._allocated:
                 self._write_ahead(self._end + len(entry))
             self._write(entry, self._end, flush=True)
@@ -105,8 +101,7 @@ class PendingLog:
             self._keys.add(prepared.key)
             if prepared.sent is not None:
                 self._sent.add(prepared.sent[0])
-            self._bytes += len(entry)
-            full = len(self._entries) >= FOLD_EVERY or self._bytes >= FOLD_BYTES
+            full = len(self._entries) >= FOLD_EVERY or self._end - _HEADER.size >= FOLD_BYTES
         if full:
             self.fold()
 
@@ -128,7 +123,6 @@ class PendingLog:
             self._entries = []
             self._keys.clear()
             self._sent.clear()
-            self._bytes = 0
             self._end = _HEADER.size
             # Made durable by the next append's flush: until then a crash replays entries the
             # store already holds, which `recover` skips.
@@ -168,15 +162,8 @@ class PendingLog:
             if flush:
                 os.fdatasync(self._fd)
         except OSError as exc:
-            free = _free_bytes(self.path.parent)
+            free = free_bytes(self.path.parent)
             raise StoreFull(self.path.parent.parent, free, f"its pending log: {exc}") from exc
-
-
-def _free_bytes(folder: Path) -> int | None:
-    try:
-        return shutil.disk_usage(folder).free
-    except OSError:
-        return None
 
 
 def _field(data: bytes) -> bytes:
