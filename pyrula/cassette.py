@@ -26,6 +26,7 @@ from pyrula.errors import (
     PayloadTooLarge,
     RecordRefused,
     ReplayMiss,
+    StoreError,
     StoreNotFound,
     VerifyMismatch,
 )
@@ -263,12 +264,13 @@ class Cassette:
                     index_sent=True,
                     pending=self._pending_log(),
                 )
-            except PayloadTooLarge as exc:
+            except (PayloadTooLarge, StoreError) as exc:
                 if reply.streamed:
                     raise  # read as the caller iterates, outside the SDK's retry loop
                 # A plain body is read inside the SDK's send and retry loop (openai 2.x,
-                # anthropic), which would send the paid request again: carried out as a
-                # `JournalRefusal`, raised as itself when the block exits.
+                # anthropic), which would send the paid request again: a reply too large, or
+                # a store that could not commit it (a full disk), is carried out as a
+                # `JournalRefusal` and raised as itself when the block exits.
                 raise RecordRefused(exc) from exc
             with self._lock:
                 if key not in self.stats.used:

@@ -142,11 +142,12 @@ class JournalRefusal(BaseException):
 
 
 class RecordRefused(JournalRefusal):
-    """Carries a `PayloadTooLarge` out of an SDK call untouched: the SDK would otherwise retry
-    the paid request (openai 2.x reads a reply's body inside its retry loop). The drop-in raises
-    the `PayloadTooLarge` itself once the call has unwound."""
+    """Carries a `PayloadTooLarge`, or a `StoreError` met while committing a reply (a full
+    disk), out of an SDK call untouched: the SDK would otherwise retry the paid request (openai
+    2.x reads a reply's body inside its retry loop). The drop-in or cassette raises the error
+    itself once the call has unwound."""
 
-    def __init__(self, error: PayloadTooLarge) -> None:
+    def __init__(self, error: PayloadTooLarge | StoreError) -> None:
         self.error = error
         super().__init__(str(error))
 

@@ -30,6 +30,7 @@ import logging
 import os
 import struct
 import threading
+import time
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -50,6 +51,8 @@ FOLD_BYTES = 8 << 20
 _AHEAD_FIRST = 64 << 10
 _AHEAD_MOST = 1 << 20
 _MAGIC = b"PYRPEND1"
+# A `*.new` log older than this was left by a process killed while making it.
+_UNFINISHED_SECONDS = 60.0
 _HEADER = struct.Struct(">8sQ")
 _ENTRY = struct.Struct(">II")
 _U32 = struct.Struct(">I")
@@ -64,13 +67,7 @@ class PendingLog:
     def __init__(self, exchanges: Exchanges, folder: Path) -> None:
         self.exchanges = exchanges
         self.pid = os.getpid()
-        folder.mkdir(exist_ok=True)
         self.path = folder / f"{self.pid}-{os.urandom(4).hex()}.log"
-        # Made and locked under another name, so `recover` never finds it unlocked.
-        making = self.path.with_suffix(".new")
-        self._fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        fcntl.flock(self._fd, fcntl.LOCK_EX)  # held while in use: `recover` skips it
-        os.rename(making, self.path)
         self._lock = threading.Lock()
         self.users = 0  # the blocks using it (`for_exchanges`, `release`)
         self._generation = 1
@@ -78,7 +75,23 @@ class PendingLog:
         self._keys: set[bytes] = set()
         self._sent: set[bytes] = set()
         self._end = self._allocated = _HEADER.size  # the header is written; zeros go after it
-        os.pwrite(self._fd, _HEADER.pack(_MAGIC, self._generation), 0)
+        # Made and locked under another name, so `recover` never finds it unlocked.
+        making = self.path.with_suffix(".new")
+        try:
+            folder.mkdir(exist_ok=True)
+            self._fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise self._cannot_write(exc) from exc
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)  # held while in use: `recover` skips it
+            self._write(_HEADER.pack(_MAGIC, self._generation), 0)
+            os.rename(making, self.path)
+        except BaseException as exc:
+            os.close(self._fd)
+            making.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise self._cannot_write(exc) from exc
+            raise
 
     def holds(self, key: bytes) -> bool:
         """Whether a recording under `key` waits here (the store does not have it yet)."""
@@ -162,8 +175,15 @@ class PendingLog:
             if flush:
                 os.fdatasync(self._fd)
         except OSError as exc:
-            free = free_bytes(self.path.parent)
-            raise StoreFull(self.path.parent.parent, free, f"its pending log: {exc}") from exc
+            raise self._cannot_write(exc) from exc
+
+    def _cannot_write(self, exc: OSError) -> StoreError:
+        """The error for a failed write of the log: `StoreFull` naming it for a full disk."""
+        store = self.path.parent.parent
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            free = free_bytes(self.path.parent if self.path.parent.exists() else store)
+            return StoreFull(store, free, f"its pending log {self.path.name}: {exc}")
+        return StoreError(f"the store at {store} could not write its pending log: {exc}")
 
 
 def _field(data: bytes) -> bytes:
@@ -303,7 +323,19 @@ def recover(exchanges: Exchanges, *, again: bool = False) -> int:
     put = 0
     for path in sorted(folder.glob("*.log")):
         put += _recover_one(exchanges, path)
+    _sweep_unfinished(folder)
     return put
+
+
+def _sweep_unfinished(folder: Path) -> None:
+    """Delete logs a process was killed while making (`*.new`, never renamed): they hold no
+    recording. One made this minute may be a live process's, not yet locked, and is left."""
+    for path in folder.glob("*.new"):
+        try:
+            if time.time() - path.stat().st_mtime > _UNFINISHED_SECONDS:
+                path.unlink()
+        except FileNotFoundError:
+            pass
 
 
 def _recover_one(exchanges: Exchanges, path: Path) -> int:

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import re
 import signal
+import time
 from pathlib import Path
 
 import pytest
 
 import pyrula
 from pyrula.cassette import DIRECT_RECORDINGS
-from pyrula.errors import StoreFull
+from pyrula.errors import RecordRefused, StoreFull
 from pyrula.journal import Exchanges, Store, pending
 from tests.fakes.openai_api import openai_client
 from tests.fakes.provider import OPENAI_LIB, Upstream
@@ -123,6 +125,19 @@ def test_a_log_of_another_format_is_ignored_not_applied(store_path):
     assert list(folder.glob("*.log")) == []
 
 
+def _questions(store_path: Path) -> list[str]:
+    with Store(store_path) as store:
+        exchanges = Exchanges(store)
+        return sorted(
+            exchanges.request(record)["compared"]["messages"][0]["content"]
+            for _key, record in exchanges.scan()
+        )
+
+
+def _disk_full(fd: int, data: bytes, offset: int) -> int:
+    raise OSError(28, "No space left on device")
+
+
 def test_a_full_disk_under_the_log_is_store_full_and_loses_no_acknowledged_recording(
     store_path, monkeypatch
 ):
@@ -135,21 +150,81 @@ def test_a_full_disk_under_the_log_is_store_full_and_loses_no_acknowledged_recor
         http.post(url, json=body, headers={"authorization": "Bearer sk-unused"}).read()
 
     real_pwrite = os.pwrite
-
-    def full(fd: int, data: bytes, offset: int) -> int:
-        raise OSError(28, "No space left on device")
-
     with pyrula.cassette("full", mode="once", store=store_path):
         for i in range(DIRECT_RECORDINGS + 1):
             post(f"q{i}")
-        monkeypatch.setattr(os, "pwrite", full)
-        with pytest.raises(StoreFull, match=r"pending log.*free some space"):
+        monkeypatch.setattr(os, "pwrite", _disk_full)
+        with pytest.raises(RecordRefused) as refused:  # inside the block: by name
             post("lost")
+        assert isinstance(refused.value.error, StoreFull)
+        assert re.search(r"pending log.*free some space", str(refused.value.error))
         monkeypatch.setattr(os, "pwrite", real_pwrite)
         post(f"q{DIRECT_RECORDINGS + 1}")
-    with Store(store_path) as store:
-        questions = sorted(
-            Exchanges(store).request(record)["compared"]["messages"][0]["content"]
-            for _key, record in Exchanges(store).scan()
-        )
-    assert questions == [f"q{i}" for i in range(DIRECT_RECORDINGS + 2)]
+    assert _questions(store_path) == [f"q{i}" for i in range(DIRECT_RECORDINGS + 2)]
+
+
+@pytest.mark.parametrize("where", ["commit", "pending log"])
+def test_a_full_disk_while_an_sdk_records_does_not_send_the_request_again(
+    store_path, monkeypatch, where
+):
+    # openai 2.x (the httpx leg) reads a plain reply inside its retry loop: a bare StoreFull
+    # there is retried, each retry sending the paid request again.
+    upstream = Upstream(OPENAI_LIB, _worker.answer)
+    sdk = openai_client(upstream, max_retries=2)
+    store = Store(store_path)
+    calls = 1 if where == "commit" else DIRECT_RECORDINGS + 1
+
+    def full_commit(fn, **scope):
+        raise StoreFull(store.path, 0, "mdb_txn_commit: No space left on device")
+
+    with pytest.raises(StoreFull), pyrula.cassette("sdk-full", mode="once", store=store):
+        for i in range(calls - 1):
+            _worker.ask(sdk, f"q{i}")
+        if where == "commit":
+            monkeypatch.setattr(store, "write", full_commit)
+        else:
+            monkeypatch.setattr(os, "pwrite", _disk_full)
+        _worker.ask(sdk, "lost")
+    monkeypatch.undo()
+    assert len(upstream.calls) == calls  # once per call made, never once per SDK retry
+    assert _questions(store_path) == [f"q{i}" for i in range(calls - 1)]
+    store.close()
+
+
+def test_a_block_whose_final_batch_meets_a_full_disk_keeps_it_for_the_next_opener(
+    store_path, monkeypatch
+):
+    calls = DIRECT_RECORDINGS + 3
+    store = Store(store_path)
+    sdk = openai_client(Upstream(OPENAI_LIB, _worker.answer))
+    write = store.write
+
+    def full_batch(fn, **scope):
+        if fn.__qualname__.startswith("PendingLog.fold"):
+            raise StoreFull(store.path, 0, "mdb_txn_commit: No space left on device")
+        return write(fn, **scope)
+
+    monkeypatch.setattr(store, "write", full_batch)
+    with pytest.raises(StoreFull), pyrula.cassette("late", mode="once", store=store):
+        for i in range(calls):
+            _worker.ask(sdk, f"q{i}")
+    monkeypatch.undo()
+    store.close()
+    assert len(list((store_path / "pending").glob("*.log"))) == 1  # the batch, kept on disk
+    assert _records(store_path) == calls  # space is back: the next opener puts it in
+    assert _offline(store_path, "late", calls) == [f"answer to q{i}" for i in range(calls)]
+
+
+def test_a_log_left_half_made_is_deleted_once_it_is_old(store_path):
+    # A process killed between creating its log and renaming it leaves an empty `*.new` file.
+    Store(store_path).close()
+    folder = store_path / "pending"
+    folder.mkdir()
+    old, fresh = folder / "1-old.new", folder / "2-fresh.new"
+    old.touch()
+    fresh.touch()
+    an_hour_ago = time.time() - 3600
+    os.utime(old, (an_hour_ago, an_hour_ago))
+    assert _records(store_path) == 0
+    assert not old.exists()
+    assert fresh.exists()  # perhaps a live process's, about to take its lock
