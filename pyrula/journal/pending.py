@@ -5,9 +5,10 @@ several B-trees (the record, its request's blobs, the sent index): on most disks
 than the live call it records. Inside a cassette block, a recording is instead appended to this
 process's pending log (`<store>/pending/<pid>-<random>.log`) and flushed once: contiguous bytes
 in space written ahead of time, so the flush touches no file metadata. The recordings are then
-put in the store together, in one transaction, when the block ends (or after `FOLD_EVERY`
-recordings or `FOLD_BYTES` bytes, whichever comes first). So a recording is on disk when the
-call returns, exactly as before; other processes see it when its batch is put in the store.
+put in the store together, in one transaction, when the block ends, or sooner: after
+`FOLD_EVERY` recordings or `FOLD_BYTES` bytes, or `FOLD_SECONDS` after the first of them (a
+timer). So a recording is on disk when the call returns, exactly as before; other processes see
+it when its batch is put in the store.
 
 The log holds what the store would: scrubbed requests, replies as kept. Its layout:
 
@@ -46,6 +47,9 @@ if TYPE_CHECKING:
 
 FOLD_EVERY = 256
 FOLD_BYTES = 8 << 20
+# Recordings wait at most about this long to be seen by other processes, however slowly the
+# block goes on (a burst, then a pause; calls that take seconds each).
+FOLD_SECONDS = 1.0
 # Zeros written past the end, so an append's flush never grows the file: 64 KiB at first, then
 # as much again as the file holds, up to 1 MiB at a time.
 _AHEAD_FIRST = 64 << 10
@@ -74,6 +78,9 @@ class PendingLog:
         self._entries: list[PreparedExchange] = []
         self._keys: set[bytes] = set()
         self._sent: set[bytes] = set()
+        # Folds what waits once the oldest has waited FOLD_SECONDS (started by an append).
+        self._timer: threading.Timer | None = None
+        self._closed = False
         self._end = self._allocated = _HEADER.size  # the header is written; zeros go after it
         # Made and locked under another name, so `recover` never finds it unlocked.
         making = self.path.with_suffix(".new")
@@ -115,15 +122,29 @@ class PendingLog:
             if prepared.sent is not None:
                 self._sent.add(prepared.sent[0])
             full = len(self._entries) >= FOLD_EVERY or self._end - _HEADER.size >= FOLD_BYTES
+            if not full and self._timer is None:
+                self._timer = threading.Timer(FOLD_SECONDS, self._fold_late)
+                self._timer.daemon = True
+                self._timer.start()
         if full:
             self.fold()
+
+    def _fold_late(self) -> None:
+        """The timer's fold: the oldest pending recording has waited `FOLD_SECONDS`. A failure
+        is logged; the recordings stay for the next fold (the block's end at the latest)."""
+        try:
+            self.fold()
+        except Exception as exc:  # on a background thread: nobody else would see it
+            with self._lock:
+                self._timer = None  # the next append starts another
+            log.warning("pending recordings in %s wait for the next fold: %s", self.path, exc)
 
     def fold(self) -> int:
         """Put every pending recording in the store in one transaction; return how many. The
         log is then emptied; if the write fails, the recordings stay here (and on disk)."""
         with self._lock:
             entries = self._entries
-            if not entries:
+            if not entries or self._closed:
                 return 0
             exchanges = self.exchanges
 
@@ -137,6 +158,9 @@ class PendingLog:
             self._keys.clear()
             self._sent.clear()
             self._end = _HEADER.size
+            if self._timer is not None:
+                self._timer.cancel()  # a no-op when the timer is what is folding
+                self._timer = None
             # Made durable by the next append's flush: until then a crash replays entries the
             # store already holds, which `recover` skips.
             os.pwrite(self._fd, _HEADER.pack(_MAGIC, self._generation), 0)
@@ -150,13 +174,21 @@ class PendingLog:
         try:
             self.fold()
         except StoreError as exc:
-            os.close(self._fd)  # and with it the lock: the file is now a stopped one's
+            self._shut()  # and with the file its lock: the log is now a stopped one's
             if not quiet:
                 raise
             log.error("pending recordings stay in %s for the next opener: %s", self.path, exc)
             return
         self.path.unlink(missing_ok=True)
-        os.close(self._fd)
+        self._shut()
+
+    def _shut(self) -> None:
+        with self._lock:  # a timer's fold after this finds the log closed
+            self._closed = True
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            os.close(self._fd)
 
     def _write_ahead(self, needed: int) -> None:
         """Zeros from the allocated end past `needed`, flushed once (the file grows here only)."""

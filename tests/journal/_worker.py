@@ -9,6 +9,7 @@ from typing import Any
 import openai
 
 import pyrula
+from pyrula.journal import pending
 from tests.fakes.openai_api import chat_completion, openai_client
 from tests.fakes.provider import OPENAI_LIB, Reply, Upstream, json_reply
 
@@ -37,6 +38,7 @@ def record(store_path: str, worker: int, calls: int) -> None:
 def record_then_hang(store_path: str, calls: int, recorded: Any, hang: Any, api_key: str) -> None:
     """Record `calls` exchanges in one block, set `recorded`, and wait inside the block to be
     killed (so whatever the block had not yet put in the store is left pending)."""
+    pending.FOLD_SECONDS = 3600.0  # no fold while it waits: the test recovers the log
     sdk = openai_client(Upstream(OPENAI_LIB, answer), api_key=api_key)
     with pyrula.cassette("killed", mode="once", store=store_path):
         for i in range(calls):

@@ -39,6 +39,13 @@ def _offline(store_path: Path, name: str, calls: int) -> list[str]:
     return answers  # type: ignore[return-value]
 
 
+@pytest.fixture
+def no_timed_fold(monkeypatch):
+    """For a test that counts what another opener sees while its block is open."""
+    monkeypatch.setattr(pending, "FOLD_SECONDS", 3600.0)
+
+
+@pytest.mark.usefixtures("no_timed_fold")
 def test_a_blocks_recordings_past_its_first_are_in_the_store_when_it_ends(store_path):
     upstream = Upstream(OPENAI_LIB, _worker.answer)
     sdk = openai_client(upstream)
@@ -54,6 +61,7 @@ def test_a_blocks_recordings_past_its_first_are_in_the_store_when_it_ends(store_
     assert _offline(store_path, "batch", 10) == [f"answer to q{i}" for i in range(10)]
 
 
+@pytest.mark.usefixtures("no_timed_fold")
 def test_a_big_block_is_put_in_the_store_in_batches(store_path, monkeypatch):
     monkeypatch.setattr(pending, "FOLD_EVERY", 3)
     sdk = openai_client(Upstream(OPENAI_LIB, _worker.answer))
@@ -62,6 +70,23 @@ def test_a_big_block_is_put_in_the_store_in_batches(store_path, monkeypatch):
             _worker.ask(sdk, f"q{i}")
         assert _records(store_path) == DIRECT_RECORDINGS + 6  # two batches of 3; 1 pending
     assert _records(store_path) == DIRECT_RECORDINGS + 7
+
+
+def test_a_pause_in_a_block_does_not_hide_its_recordings_for_long(store_path, monkeypatch):
+    monkeypatch.setattr(pending, "FOLD_SECONDS", 0.05)
+    sdk = openai_client(Upstream(OPENAI_LIB, _worker.answer))
+    calls = DIRECT_RECORDINGS + 3
+    with pyrula.cassette("pause", mode="once", store=store_path):
+        for i in range(calls):
+            _worker.ask(sdk, f"q{i}")
+        # The block pauses: its pending recordings reach the store without waiting for its end.
+        deadline = time.monotonic() + 60
+        while _records(store_path) < calls:
+            assert time.monotonic() < deadline, "the pending recordings were never put"
+            time.sleep(0.01)
+        _worker.ask(sdk, f"q{calls}")  # and the next one still goes through the log
+        assert len(list((store_path / "pending").glob("*.log"))) == 1
+    assert _offline(store_path, "pause", calls + 1) == [f"answer to q{i}" for i in range(calls + 1)]
 
 
 def _kill_while_recording(store_path: Path, calls: int) -> None:
