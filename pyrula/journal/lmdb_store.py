@@ -70,6 +70,7 @@ class LmdbStore(Store):
         metasync: bool = True,
     ) -> None:
         self.path = Path(path) if path is not None else default_path()
+        self.folder = self.path
         self.location = str(self.path)
         self.max_record_bytes = record_cap(max_record_bytes, max_event_payload_bytes)
         self.readonly = readonly
@@ -92,8 +93,7 @@ class LmdbStore(Store):
         self.exchanges_db = self._dbs["exchanges"]
         self.frames_db = self._dbs["frames"]
         self.blobs_db = self._dbs["blobs"]
-        # Whether a commit flushes the disk (`sync=True`, the default): `pending.py` asks.
-        self.syncs = bool(self.env.flags()["sync"])
+        self.syncs = bool(self.env.flags()["sync"])  # `sync=True`, the default
 
     # -- opening -------------------------------------------------------------------------------
 

@@ -302,10 +302,9 @@ def folder_of(exchanges: Exchanges) -> Path | None:
     """Where a store keeps pending logs: a local store that flushes its commits (one that does
     not flush has nothing to gain), opened for writing."""
     store = exchanges.store
-    path = getattr(store, "path", None)
-    if store.remote or store.readonly or path is None or not getattr(store, "syncs", False):
+    if store.remote or store.readonly or store.folder is None or not store.syncs:
         return None
-    return Path(path) / "pending"
+    return store.folder / "pending"
 
 
 def for_exchanges(exchanges: Exchanges) -> PendingLog | None:

@@ -142,6 +142,11 @@ class Store:
     retryable: tuple[type[BaseException], ...] = ()
     # Whether a read is a round trip to a server (PostgreSQL) rather than a local lookup (LMDB).
     remote = False
+    # Whether a commit flushes the disk before it returns (LMDB's `sync`; a server's own affair).
+    syncs = False
+    # The folder of a store kept in one (LMDB), where it may keep files of its own beside its
+    # data (a cassette block's pending log); None for a store on a server.
+    folder: Path | None = None
 
     def __new__(cls, location: Location | None = None, **options: Any) -> Store:
         if cls is not Store:
