@@ -101,6 +101,7 @@ class Cassette:
         # pending log (`journal/pending.py`), and into the store when the block ends.
         self._in_block = False
         self._committed = 0
+        self._last_recorded = 0.0  # time.monotonic() of the last recording's commit
         self._pending: PendingLog | None = None
         self._store: Store | None = None
         self._exchanges: Exchanges | None = None
@@ -280,11 +281,17 @@ class Cassette:
         return commit
 
     def _pending_log(self) -> PendingLog | None:
-        """Where this block's next recording goes: None (straight into the store) for its first
-        `DIRECT_RECORDINGS`, whose own commits cost less than a batch's, or outside a block."""
+        """Where this block's next recording goes: None (straight into the store) outside a
+        block, for its first `DIRECT_RECORDINGS`, whose own commits cost less than a batch's,
+        and when the one before it came more than `pending.FOLD_SECONDS` ago (calls that slow
+        would each be folded on their own, an append's flush more than a commit)."""
+        now = time.monotonic()
         with self._lock:
             self._committed += 1
+            previous, self._last_recorded = self._last_recorded, now
             if not self._in_block or self._committed <= DIRECT_RECORDINGS:
+                return None
+            if now - previous > pending.FOLD_SECONDS:
                 return None
             if self._pending is None:
                 self._pending = pending.for_exchanges(self.exchanges)
@@ -368,6 +375,7 @@ class Cassette:
         self.verify_report = []
         self._deleted = 0
         self._committed = 0
+        self._last_recorded = 0.0  # time.monotonic() of the last recording's commit
         pending.recover(self.exchanges, again=True)  # a stopped process's recordings first
         if self.path is not None:
             cassette_file.sync(self.store, self.name, self.path)

@@ -73,7 +73,7 @@ def test_a_big_block_is_put_in_the_store_in_batches(store_path, monkeypatch):
 
 
 def test_a_pause_in_a_block_does_not_hide_its_recordings_for_long(store_path, monkeypatch):
-    monkeypatch.setattr(pending, "FOLD_SECONDS", 0.05)
+    monkeypatch.setattr(pending, "FOLD_SECONDS", 0.5)
     sdk = openai_client(Upstream(OPENAI_LIB, _worker.answer))
     calls = DIRECT_RECORDINGS + 3
     with pyrula.cassette("pause", mode="once", store=store_path):
@@ -84,9 +84,22 @@ def test_a_pause_in_a_block_does_not_hide_its_recordings_for_long(store_path, mo
         while _records(store_path) < calls:
             assert time.monotonic() < deadline, "the pending recordings were never put"
             time.sleep(0.01)
-        _worker.ask(sdk, f"q{calls}")  # and the next one still goes through the log
-        assert len(list((store_path / "pending").glob("*.log"))) == 1
+        # A call that long after the one before is committed straight away: visible at once.
+        _worker.ask(sdk, f"q{calls}")
+        assert _records(store_path) == calls + 1
     assert _offline(store_path, "pause", calls + 1) == [f"answer to q{i}" for i in range(calls + 1)]
+
+
+def test_recordings_that_come_slowly_are_committed_each_on_its_own(store_path, monkeypatch):
+    # Calls further apart than FOLD_SECONDS (a real provider's seconds) would each be folded
+    # alone: an append's flush more than a commit. Each is committed, visible when it returns.
+    monkeypatch.setattr(pending, "FOLD_SECONDS", 0.0)
+    sdk = openai_client(Upstream(OPENAI_LIB, _worker.answer))
+    with pyrula.cassette("slow", mode="once", store=store_path):
+        for i in range(DIRECT_RECORDINGS + 3):
+            _worker.ask(sdk, f"q{i}")
+            assert _records(store_path) == i + 1
+        assert not list((store_path / "pending").glob("*.log"))
 
 
 def _kill_while_recording(store_path: Path, calls: int) -> None:
