@@ -109,7 +109,8 @@ class PendingLog:
 
     def append(self, prepared: PreparedExchange) -> None:
         """Make `prepared` durable (one write and one flush) before returning; put the batch in
-        the store when it is big enough."""
+        the store when it is big enough (if that fails, the batch waits for the next fold, and
+        the failure is logged: this recording is kept either way)."""
         with self._lock:  # the generation too: a fold may bump it
             payload = _encode(self._generation, prepared)
             entry = _ENTRY.pack(len(payload), zlib.crc32(payload)) + payload
@@ -127,7 +128,10 @@ class PendingLog:
                 self._timer.daemon = True
                 self._timer.start()
         if full:
-            self.fold()
+            try:
+                self.fold()
+            except StoreError as exc:  # the recording is durable here: its call succeeded
+                log.warning("pending recordings in %s wait for the next fold: %s", self.path, exc)
 
     def _fold_late(self) -> None:
         """The timer's fold: the oldest pending recording has waited `FOLD_SECONDS`. A failure

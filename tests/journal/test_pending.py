@@ -72,6 +72,32 @@ def test_a_big_block_is_put_in_the_store_in_batches(store_path, monkeypatch):
     assert _records(store_path) == DIRECT_RECORDINGS + 7
 
 
+@pytest.mark.usefixtures("no_timed_fold")
+def test_a_batch_that_cannot_be_put_yet_fails_no_call(store_path, monkeypatch, caplog):
+    monkeypatch.setattr(pending, "FOLD_EVERY", 3)
+    store = Store(store_path)
+    write = store.write
+    refused: list[str] = []
+
+    def full_once(fn, **scope):
+        if not refused and fn.__qualname__.startswith("PendingLog.fold"):
+            refused.append(fn.__qualname__)
+            raise StoreFull(store.path, 0, "mdb_txn_commit: No space left on device")
+        return write(fn, **scope)
+
+    monkeypatch.setattr(store, "write", full_once)
+    sdk = openai_client(Upstream(OPENAI_LIB, _worker.answer))
+    calls = DIRECT_RECORDINGS + 5
+    with pyrula.cassette("retried", mode="once", store=store):
+        for i in range(calls):  # the third pending one meets the full disk, and returns
+            assert _worker.ask(sdk, f"q{i}") == f"answer to q{i}"
+    assert refused
+    assert "wait for the next fold" in caplog.text
+    monkeypatch.undo()
+    store.close()
+    assert _records(store_path) == calls
+
+
 def test_a_pause_in_a_block_does_not_hide_its_recordings_for_long(store_path, monkeypatch):
     monkeypatch.setattr(pending, "FOLD_SECONDS", 0.5)
     sdk = openai_client(Upstream(OPENAI_LIB, _worker.answer))
