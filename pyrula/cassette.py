@@ -45,8 +45,6 @@ Mode = Literal["once", "none", "new_episodes", "all", "verify"]
 MODES: tuple[str, ...] = get_args(Mode)
 F = TypeVar("F", bound=Callable[..., Any])
 _U32 = struct.Struct(">I")
-# A block's first recordings are committed one by one; the rest are batched (`_pending_log`).
-DIRECT_RECORDINGS = 2
 
 
 @dataclass
@@ -97,8 +95,7 @@ class Cassette:
         self._deleted = 0
         self.stats = CassetteStats()
         self.verify_report: list[VerifyResult] = []
-        # Inside a block, recordings past the first `DIRECT_RECORDINGS` go to the process's
-        # pending log (`journal/pending.py`), and into the store when the block ends.
+        # Inside a block, recordings may go to the process's pending log (`_pending_log`).
         self._in_block = False
         self._committed = 0
         self._last_recorded = 0.0  # time.monotonic() of the last recording's commit
@@ -281,17 +278,13 @@ class Cassette:
         return commit
 
     def _pending_log(self) -> PendingLog | None:
-        """Where this block's next recording goes: None (straight into the store) outside a
-        block, for its first `DIRECT_RECORDINGS`, whose own commits cost less than a batch's,
-        and when the one before it came more than `pending.FOLD_SECONDS` ago (calls that slow
-        would each be folded on their own, an append's flush more than a commit)."""
+        """Where this block's next recording goes: its pending log (`pending.goes_to_log`), or
+        None (straight into the store; always outside a block)."""
         now = time.monotonic()
         with self._lock:
             self._committed += 1
             previous, self._last_recorded = self._last_recorded, now
-            if not self._in_block or self._committed <= DIRECT_RECORDINGS:
-                return None
-            if now - previous > pending.FOLD_SECONDS:
+            if not self._in_block or not pending.goes_to_log(self._committed, now - previous):
                 return None
             if self._pending is None:
                 self._pending = pending.for_exchanges(self.exchanges)

@@ -289,6 +289,8 @@ class LmdbStore(Store):
         except lmdb.MapResizedError:
             self.env.set_mapsize(0)
             return self.env.begin(db=db)
+        except lmdb.Error as exc:  # a closed handle, say: typed, never a bare lmdb error
+            raise self._failure(exc) from exc
 
     def _check_length(self) -> None:
         """Refuse a data file cut short since it was opened, before LMDB reads past its end."""
@@ -301,9 +303,13 @@ class LmdbStore(Store):
             )
 
     def _failure(self, exc: lmdb.Error) -> StoreError:
-        """The typed error for an LMDB failure: a full disk, or damage."""
+        """The typed error for an LMDB failure: a full disk, a store already closed, or damage."""
         if isinstance(exc, lmdb.DiskError) or _disk_is_full(exc):
             return StoreFull(self.path, free_bytes(self.path), exc)
+        if self.closed:  # not damage: LMDB says "closed/deleted/dropped object"
+            return StoreError(
+                f"the store at {self.path} was closed; open it again (Store(path)) to use it"
+            )
         return StoreCorrupt(
             f"{self.path} is damaged ({exc}); restore it from a copy, or export what still "
             "reads with `pyrula journal export` into a new store"

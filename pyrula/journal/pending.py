@@ -45,6 +45,8 @@ from pyrula.journal.store import Txn
 if TYPE_CHECKING:
     from pyrula.journal.exchanges import Exchanges, PreparedExchange
 
+# A block's first recordings are committed one by one: their own commits cost less than a batch.
+DIRECT_RECORDINGS = 2
 FOLD_EVERY = 256
 FOLD_BYTES = 8 << 20
 # Recordings wait at most about this long to be seen by other processes, however slowly the
@@ -302,6 +304,14 @@ _recovered: set[tuple[str, int]] = set()
 _logs_lock = threading.Lock()
 
 
+def goes_to_log(recorded: int, since_last: float) -> bool:
+    """Whether a block's `recorded`th recording, `since_last` seconds after the one before, is
+    appended to the pending log rather than committed: not one of its first `DIRECT_RECORDINGS`,
+    nor one more than `FOLD_SECONDS` after the one before (it would be folded alone: an append's
+    flush more than a commit)."""
+    return recorded > DIRECT_RECORDINGS and since_last <= FOLD_SECONDS
+
+
 def folder_of(exchanges: Exchanges) -> Path | None:
     """Where a store keeps pending logs: a local store that flushes its commits (one that does
     not flush has nothing to gain), opened for writing."""
@@ -436,10 +446,12 @@ def _close_all() -> None:
 
 
 __all__ = [
+    "DIRECT_RECORDINGS",
     "FOLD_BYTES",
     "FOLD_EVERY",
     "PendingLog",
     "for_exchanges",
+    "goes_to_log",
     "read_entries",
     "recover",
     "release",

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 import pyrula
-from pyrula.cassette import DIRECT_RECORDINGS
 from pyrula.errors import RecordRefused, StoreFull
 from pyrula.journal import Exchanges, Store, pending
+from pyrula.journal.pending import DIRECT_RECORDINGS
 from tests.fakes.openai_api import openai_client
 from tests.fakes.provider import OPENAI_LIB, Upstream
 from tests.journal import _worker
@@ -105,10 +105,13 @@ def test_a_pause_in_a_block_does_not_hide_its_recordings_for_long(store_path, mo
     with pyrula.cassette("pause", mode="once", store=store_path):
         for i in range(calls):
             _worker.ask(sdk, f"q{i}")
+        last = time.monotonic()
         # The block pauses: its pending recordings reach the store without waiting for its end.
-        deadline = time.monotonic() + 60
+        deadline = last + 60
         while _records(store_path) < calls:
             assert time.monotonic() < deadline, "the pending recordings were never put"
+            time.sleep(0.01)
+        while time.monotonic() - last <= pending.FOLD_SECONDS:  # the pause outlasts it
             time.sleep(0.01)
         # A call that long after the one before is committed straight away: visible at once.
         _worker.ask(sdk, f"q{calls}")

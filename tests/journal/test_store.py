@@ -8,7 +8,7 @@ import lmdb
 import pytest
 from pyrula.fingerprints import canonical_json
 
-from pyrula.errors import NotAStore, PayloadTooLarge, StoreCorrupt, StoreFormatError
+from pyrula.errors import NotAStore, PayloadTooLarge, StoreCorrupt, StoreError, StoreFormatError
 from pyrula.journal import Exchange, Exchanges, Store
 from pyrula.journal.lmdb_store import STORE_FORMAT
 
@@ -157,3 +157,17 @@ def test_the_cap_error_says_how_to_raise_it_for_multimodal_replies(tmp_path):
         _put(Exchanges(store), b"image", b"x" * 2_600_000)  # an image-generation reply
     message = str(caught.value)
     assert "max_event_payload_bytes" in message and "multimodal" in message
+
+
+def test_a_store_used_after_close_says_so_not_that_it_is_damaged(tmp_path):
+    # "damaged; restore it from a copy" for a handle the caller closed would send a user to
+    # replace a healthy store.
+    store = Store(tmp_path / "closed")
+    store.close()
+    with pytest.raises(StoreError, match="was closed; open it again") as raised:
+        store.write(lambda txn: txn.put(b"k", b"v", db=store.meta_db))
+    assert not isinstance(raised.value, StoreCorrupt)
+    with pytest.raises(StoreError, match="was closed"), store.read() as txn:
+        txn.get(b"k", db=store.meta_db)
+    with Store(tmp_path / "closed") as reopened:  # nothing was harmed
+        reopened.write(lambda txn: txn.put(b"k", b"v", db=reopened.meta_db))
