@@ -159,7 +159,8 @@ class Exchanges:
         self._blobs = store.blobs_db
         # Where a read is a local lookup (LMDB), a replay may find a request by its sent digest
         # (`sent_index.py`); on a server the extra round trip costs more than it saves.
-        self._sent = None if store.remote else store.db(sent_index.TABLE)
+        self._sent_table = store.db(sent_index.TABLE)  # written on every backend
+        self._sent = None if store.remote else self._sent_table
         pending.recover(self)  # what a stopped process left pending (`pending.py`)
 
     def get(self, key: bytes) -> tuple[ExchangeRecord, bytes] | None:
@@ -228,13 +229,15 @@ class Exchanges:
         exchange: Exchange,
         *,
         also: Callable[[Txn, ExchangeRecord], None] | None = None,
+        sent: tuple[bytes, bytes] | None = None,
     ) -> ExchangeRecord:
-        """Write one exchange in one committed transaction (replacing any record under `key`).
+        """Write one exchange in one committed transaction (replacing any record under `key`),
+        with `sent`, its sent-index entry, if given (`sent_index.entry`).
 
         `also` runs inside the same transaction, after the record is written, so the facts it
         adds (a run's fence check, its metering event) commit with the exchange or not at all.
         """
-        prepared = self.prepare(key, exchange)
+        prepared = self.prepare(key, exchange, sent=sent)
 
         def write(txn: Txn) -> ExchangeRecord:
             self.apply(txn, prepared)
@@ -284,8 +287,9 @@ class Exchanges:
         self._put(txn, prepared.key, prepared.value, prepared.pages)
         for digest, data in prepared.blobs:
             txn.put(digest, data, db=self._blobs, overwrite=False)
-        if prepared.sent is not None and self._sent is not None:
-            txn.put(prepared.sent[0], prepared.sent[1], db=self._sent)
+        if prepared.sent is not None and self._sent_table is not None:
+            # The same value whenever the key is written again.
+            txn.put(prepared.sent[0], prepared.sent[1], db=self._sent_table)
 
     def restore(self, exchanges: Sequence[StoredExchange]) -> int:
         """Write exchanges exactly as they were stored (their keys, ids, timestamps and elapsed

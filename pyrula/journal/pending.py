@@ -130,19 +130,21 @@ class PendingLog:
                 self._timer.daemon = True
                 self._timer.start()
         if full:
-            try:
-                self.fold()
-            except StoreError as exc:  # the recording is durable here: its call succeeded
-                log.warning("pending recordings in %s wait for the next fold: %s", self.path, exc)
+            self._fold_logged()
 
     def _fold_late(self) -> None:
-        """The timer's fold: the oldest pending recording has waited `FOLD_SECONDS`. A failure
-        is logged; the recordings stay for the next fold (the block's end at the latest)."""
+        """The timer's fold: the oldest pending recording has waited `FOLD_SECONDS`."""
+        with self._lock:
+            self._timer = None  # it has fired: the next append starts another
+        self._fold_logged()
+
+    def _fold_logged(self) -> None:
+        """`fold`, for a caller with nobody to raise to (an append whose recording is already
+        durable, the timer's thread): a failure is logged, and the recordings stay for the next
+        fold (the block's end at the latest)."""
         try:
             self.fold()
-        except Exception as exc:  # on a background thread: nobody else would see it
-            with self._lock:
-                self._timer = None  # the next append starts another
+        except Exception as exc:
             log.warning("pending recordings in %s wait for the next fold: %s", self.path, exc)
 
     def fold(self) -> int:

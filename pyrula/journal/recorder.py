@@ -117,11 +117,9 @@ def record_exchange(
         namespace=namespace,
         extra=extra,
     )
+    entry = sent_index.entry(sent, canonical) if index_sent else None
     if pending is not None and also is None:
-        entry = (sent, bytes.fromhex(canonical.digest)) if index_sent and sent else None
         prepared = exchanges.prepare(key, exchange, sent=entry)
         pending.append(prepared)
         return prepared.record
-    if index_sent:
-        also = sent_index.indexed(exchanges.store, sent, canonical, also)
-    return exchanges.put(key, exchange, also=also)
+    return exchanges.put(key, exchange, also=also, sent=entry)

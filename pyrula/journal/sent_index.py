@@ -22,40 +22,24 @@ digests all the same.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from pyrula.fingerprints import Canonical, RequestParts, indexable, sent_digest
 from pyrula.journal.records import ExchangeRecord
-from pyrula.journal.store import Store, Txn
+from pyrula.journal.store import Txn
 
 TABLE = "sent_index"
 EXTRA = "sent"  # the record's `extra` field holding its entry's digest, as hex
-
-Also = Callable[[Txn, ExchangeRecord], None]
-
 
 def digest(parts: RequestParts, canonical: Canonical) -> bytes | None:
     """The request's sent digest, or None when its surface is not indexed."""
     return sent_digest(parts) if indexable(canonical.surface) else None
 
 
-def indexed(
-    store: Store, sent: bytes | None, canonical: Canonical, also: Also | None
-) -> Also | None:
-    """`also` (what a record's write transaction adds) with the request's index entry (`sent`,
-    from `digest`) added too, in the same transaction; `also` itself when there is none."""
-    db = store.db(TABLE)
-    if db is None or sent is None:
-        return also
-    value = bytes.fromhex(canonical.digest)
-
-    def put(txn: Txn, record: ExchangeRecord) -> None:
-        txn.put(sent, value, db=db)  # the same value whenever the key is written again
-        if also is not None:
-            also(txn, record)
-
-    return put
+def entry(sent: bytes | None, canonical: Canonical) -> tuple[bytes, bytes] | None:
+    """The request's index entry (`sent`, from `digest` -> its fingerprint), which
+    `Exchanges.prepare` writes with the record; None when it has none."""
+    return None if sent is None else (sent, bytes.fromhex(canonical.digest))
 
 
 def restore_entry(txn: Txn, db: Any, record: ExchangeRecord) -> None:

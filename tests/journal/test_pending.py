@@ -18,6 +18,7 @@ from pyrula.journal import Exchanges, Store, pending
 from pyrula.journal.pending import DIRECT_RECORDINGS
 from tests.fakes.openai_api import openai_client
 from tests.fakes.provider import OPENAI_LIB, Upstream
+from tests.fakes.store_faults import fail_writes
 from tests.journal import _worker
 
 SECRET = "sk-pending-log-secret-7f3a9c"
@@ -76,16 +77,7 @@ def test_a_big_block_is_put_in_the_store_in_batches(store_path, monkeypatch):
 def test_a_batch_that_cannot_be_put_yet_fails_no_call(store_path, monkeypatch, caplog):
     monkeypatch.setattr(pending, "FOLD_EVERY", 3)
     store = Store(store_path)
-    write = store.write
-    refused: list[str] = []
-
-    def full_once(fn, **scope):
-        if not refused and fn.__qualname__.startswith("PendingLog.fold"):
-            refused.append(fn.__qualname__)
-            raise StoreFull(store.path, 0, "mdb_txn_commit: No space left on device")
-        return write(fn, **scope)
-
-    monkeypatch.setattr(store, "write", full_once)
+    refused = fail_writes(monkeypatch, store, where="PendingLog.fold", times=1)
     sdk = openai_client(Upstream(OPENAI_LIB, _worker.answer))
     calls = DIRECT_RECORDINGS + 5
     with pyrula.cassette("retried", mode="once", store=store):
@@ -241,14 +233,11 @@ def test_a_full_disk_while_an_sdk_records_does_not_send_the_request_again(
     store = Store(store_path)
     calls = 1 if where == "commit" else DIRECT_RECORDINGS + 1
 
-    def full_commit(fn, **scope):
-        raise StoreFull(store.path, 0, "mdb_txn_commit: No space left on device")
-
     with pytest.raises(StoreFull), pyrula.cassette("sdk-full", mode="once", store=store):
         for i in range(calls - 1):
             _worker.ask(sdk, f"q{i}")
         if where == "commit":
-            monkeypatch.setattr(store, "write", full_commit)
+            fail_writes(monkeypatch, store)
         else:
             monkeypatch.setattr(os, "pwrite", _disk_full)
         _worker.ask(sdk, "lost")
@@ -264,14 +253,7 @@ def test_a_block_whose_final_batch_meets_a_full_disk_keeps_it_for_the_next_opene
     calls = DIRECT_RECORDINGS + 3
     store = Store(store_path)
     sdk = openai_client(Upstream(OPENAI_LIB, _worker.answer))
-    write = store.write
-
-    def full_batch(fn, **scope):
-        if fn.__qualname__.startswith("PendingLog.fold"):
-            raise StoreFull(store.path, 0, "mdb_txn_commit: No space left on device")
-        return write(fn, **scope)
-
-    monkeypatch.setattr(store, "write", full_batch)
+    fail_writes(monkeypatch, store, where="PendingLog.fold")
     with pytest.raises(StoreFull), pyrula.cassette("late", mode="once", store=store):
         for i in range(calls):
             _worker.ask(sdk, f"q{i}")

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from pyrula.errors import StoreFull, StoreUnavailable
+from pyrula.errors import StoreUnavailable
 from pyrula.runtime import Worker, submit
 from pyrula.workflows import WorkflowContext, workflow
+from tests.fakes.store_faults import fail_writes
 from tests.runtime.support import ask, async_openai, chat_upstream, drive, new_store
 
 UPSTREAM = chat_upstream()
@@ -18,25 +19,10 @@ async def store_full_ask(ctx: WorkflowContext, question: str) -> str:
     return await ask(async_openai(UPSTREAM), question)
 
 
-def _fill_disk_once(store, monkeypatch) -> list[str]:
-    """Make the next commit of a recorded exchange fail as a full disk does (once)."""
-    failed: list[str] = []
-    write = store.write
-
-    def full_once(fn, **scope):
-        if not failed and fn.__qualname__.startswith("Exchanges.put"):
-            failed.append(fn.__qualname__)
-            raise StoreFull(store.path, 0, "mdb_txn_commit: No space left on device")
-        return write(fn, **scope)
-
-    monkeypatch.setattr(store, "write", full_once)
-    return failed
-
-
 def test_a_run_that_meets_a_full_disk_is_left_to_resume_then_completes(monkeypatch, caplog):
     UPSTREAM.calls.clear()
     store = new_store()
-    failed = _fill_disk_once(store, monkeypatch)
+    failed = fail_writes(monkeypatch, store, where="Exchanges.put", times=1)
     handle = submit(store_full_ask, "q1", store=store)
     asyncio.run(Worker(store, poll_seconds=0.005, lease_seconds=0.2).run(max_runs=1))
     assert failed, "the full disk was never met"
@@ -56,16 +42,15 @@ def test_a_run_whose_database_stays_out_of_reach_is_left_to_resume(monkeypatch, 
     # store's failure too: the run must not end `failed` (seen in a server-restart test).
     UPSTREAM.calls.clear()
     store = new_store()
-    write = store.write
-    failed: list[str] = []
-
-    def unreachable_once(fn, **scope):
-        if not failed and fn.__qualname__.startswith("Exchanges.put"):
-            failed.append(fn.__qualname__)
-            raise StoreUnavailable("postgresql://db/pyrula stayed unreachable (server restarting)")
-        return write(fn, **scope)
-
-    monkeypatch.setattr(store, "write", unreachable_once)
+    failed = fail_writes(
+        monkeypatch,
+        store,
+        where="Exchanges.put",
+        times=1,
+        error=lambda: StoreUnavailable(
+            "postgresql://db/pyrula stayed unreachable (server restarting)"
+        ),
+    )
     handle = submit(store_full_ask, "q2", store=store)
     asyncio.run(Worker(store, poll_seconds=0.005, lease_seconds=0.2).run(max_runs=1))
     assert failed, "the outage was never met"
