@@ -3,42 +3,30 @@
 An LMDB commit flushes the disk twice, and an exchange's commit dirties pages scattered over
 several B-trees (the record, its request's blobs, the sent index): on most disks that costs more
 than the live call it records. Inside a cassette block, a recording is instead appended to this
-process's pending log (`<store>/pending/<pid>-<random>.log`) and flushed once: contiguous bytes
-in space written ahead of time, so the flush touches no file metadata. The recordings are then
-put in the store together, in one transaction, when the block ends, or sooner: after
-`FOLD_EVERY` recordings or `FOLD_BYTES` bytes, or `FOLD_SECONDS` after the first of them (a
-timer). So a recording is on disk when the call returns, exactly as before; other processes see
-it when its batch is put in the store.
+process's pending log (`<store>/pending/<pid>-<random>.log`, an `append_log.AppendLog`) and
+flushed once. The recordings are then put in the store together, in one transaction, when the
+block ends, or sooner: after `FOLD_EVERY` recordings or `FOLD_BYTES` bytes, or `FOLD_SECONDS`
+after the first of them (a timer). So a recording is on disk when the call returns, exactly as
+before; other processes see it when its batch is put in the store.
 
-The log holds what the store would: scrubbed requests, replies as kept. Its layout:
-
-    header:  b"PYRPEND1" | u64 generation
-    entry:   u32 length | u32 CRC-32 of the payload | payload
-    payload: u64 generation | key | value | pages | blobs | sent        (`_encode`)
-
-After a batch is in the store the generation is bumped in the header and the next entries are
-written from the start again, over the old ones; a reader keeps the entries of the header's
-generation up to the first that is not whole. A log whose process died (its `flock` is free) is
-put in the store by the next process that opens the store's exchanges (`recover`), then deleted.
+The log holds what the store would: scrubbed requests, replies as kept. An entry's payload is
+`key | value | pages | blobs | sent` (`_encode`). A log whose process died is put in the store
+by the next process that opens the store's exchanges (`recover`), then deleted.
 """
 
 from __future__ import annotations
 
 import atexit
-import errno
-import fcntl
 import logging
 import os
 import struct
 import threading
-import time
-import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pyrula.errors import StoreError, StoreFull
-from pyrula.journal.lmdb_store import free_bytes
+from pyrula.errors import StoreError
+from pyrula.journal.append_log import AppendLog, FoldTimer, read_payloads, stopped_logs
 from pyrula.journal.records import decode
 from pyrula.journal.store import Txn
 
@@ -52,17 +40,8 @@ FOLD_BYTES = 8 << 20
 # Recordings wait at most about this long to be seen by other processes, however slowly the
 # block goes on (a burst, then a pause; calls that take seconds each).
 FOLD_SECONDS = 1.0
-# Zeros written past the end, so an append's flush never grows the file: 64 KiB at first, then
-# as much again as the file holds, up to 1 MiB at a time.
-_AHEAD_FIRST = 64 << 10
-_AHEAD_MOST = 1 << 20
 _MAGIC = b"PYRPEND1"
-# A `*.new` log older than this was left by a process killed while making it.
-_UNFINISHED_SECONDS = 60.0
-_HEADER = struct.Struct(">8sQ")
-_ENTRY = struct.Struct(">II")
 _U32 = struct.Struct(">I")
-_U64 = struct.Struct(">Q")
 
 log = logging.getLogger("pyrula.journal")
 
@@ -72,35 +51,17 @@ class PendingLog:
 
     def __init__(self, exchanges: Exchanges, folder: Path) -> None:
         self.exchanges = exchanges
-        self.pid = os.getpid()
-        self.path = folder / f"{self.pid}-{os.urandom(4).hex()}.log"
+        self._log = AppendLog(folder, _MAGIC, "pending log")
+        self.pid = self._log.pid
+        self.path = self._log.path
         self._lock = threading.Lock()
         self.users = 0  # the blocks using it (`for_exchanges`, `release`)
-        self._generation = 1
         self._entries: list[PreparedExchange] = []
         self._keys: set[bytes] = set()
         self._sent: set[bytes] = set()
         # Folds what waits once the oldest has waited FOLD_SECONDS (started by an append).
-        self._timer: threading.Timer | None = None
+        self._timer = FoldTimer(self._fold_late, lambda: FOLD_SECONDS)
         self._closed = False
-        self._end = self._allocated = _HEADER.size  # the header is written; zeros go after it
-        # Made and locked under another name, so `recover` never finds it unlocked.
-        making = self.path.with_suffix(".new")
-        try:
-            folder.mkdir(exist_ok=True)
-            self._fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
-        except OSError as exc:
-            raise self._cannot_write(exc) from exc
-        try:
-            fcntl.flock(self._fd, fcntl.LOCK_EX)  # held while in use: `recover` skips it
-            self._write(_HEADER.pack(_MAGIC, self._generation), 0)
-            os.rename(making, self.path)
-        except BaseException as exc:
-            os.close(self._fd)
-            making.unlink(missing_ok=True)
-            if isinstance(exc, OSError):
-                raise self._cannot_write(exc) from exc
-            raise
 
     def holds(self, key: bytes) -> bool:
         """Whether a recording under `key` waits here (the store does not have it yet)."""
@@ -114,20 +75,13 @@ class PendingLog:
         the store when it is big enough (if that fails, the batch waits for the next fold, and
         the failure is logged: this recording is kept either way)."""
         with self._lock:  # the generation too: a fold may bump it
-            payload = _encode(self._generation, prepared)
-            entry = _ENTRY.pack(len(payload), zlib.crc32(payload)) + payload
-            if self._end + len(entry) > self._allocated:
-                self._write_ahead(self._end + len(entry))
-            self._write(entry, self._end, flush=True)
-            self._end += len(entry)
+            self._log.append(_encode(prepared))
             self._entries.append(prepared)
             self._keys.add(prepared.key)
             if prepared.sent is not None:
                 self._sent.add(prepared.sent[0])
-            full = len(self._entries) >= FOLD_EVERY or self._end - _HEADER.size >= FOLD_BYTES
-            if not full and self._timer is None:
-                self._timer = threading.Timer(FOLD_SECONDS, self._fold_late)
-                self._timer.daemon = True
+            full = len(self._entries) >= FOLD_EVERY or self._log.used >= FOLD_BYTES
+            if not full:
                 self._timer.start()
         if full:
             self._fold_logged()
@@ -135,7 +89,7 @@ class PendingLog:
     def _fold_late(self) -> None:
         """The timer's fold: the oldest pending recording has waited `FOLD_SECONDS`."""
         with self._lock:
-            self._timer = None  # it has fired: the next append starts another
+            self._timer.fired()
         self._fold_logged()
 
     def _fold_logged(self) -> None:
@@ -161,17 +115,11 @@ class PendingLog:
                     exchanges.apply(txn, prepared)
 
             exchanges.store.write(write)
-            self._generation += 1
             self._entries = []
             self._keys.clear()
             self._sent.clear()
-            self._end = _HEADER.size
-            if self._timer is not None:
-                self._timer.cancel()  # a no-op when the timer is what is folding
-                self._timer = None
-            # Made durable by the next append's flush: until then a crash replays entries the
-            # store already holds, which `recover` skips.
-            os.pwrite(self._fd, _HEADER.pack(_MAGIC, self._generation), 0)
+            self._timer.cancel()
+            self._log.restart()  # a crash before the next flush replays what `recover` skips
             return len(entries)
 
     def close(self, *, quiet: bool = False) -> None:
@@ -182,56 +130,26 @@ class PendingLog:
         try:
             self.fold()
         except StoreError as exc:
-            self._shut()  # and with the file its lock: the log is now a stopped one's
+            self._shut(delete=False)  # and with the file its lock: the log is now a stopped one's
             if not quiet:
                 raise
             log.error("pending recordings stay in %s for the next opener: %s", self.path, exc)
             return
-        self.path.unlink(missing_ok=True)
-        self._shut()
+        self._shut(delete=True)
 
-    def _shut(self) -> None:
+    def _shut(self, *, delete: bool) -> None:
         with self._lock:  # a timer's fold after this finds the log closed
             self._closed = True
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
-            os.close(self._fd)
-
-    def _write_ahead(self, needed: int) -> None:
-        """Zeros from the allocated end past `needed`, flushed once (the file grows here only)."""
-        ahead = min(max(_AHEAD_FIRST, self._allocated), _AHEAD_MOST)
-        size = max(self._allocated, needed) + ahead
-        self._write(bytes(size - self._allocated), self._allocated, flush=True)
-        self._allocated = size
-
-    def _write(self, data: bytes, offset: int, *, flush: bool = False) -> None:
-        """Write `data` at `offset` (and flush the file): a full disk is `StoreFull`, naming the
-        log; what it failed to write was never acknowledged."""
-        try:
-            written = os.pwrite(self._fd, data, offset)
-            if written != len(data):
-                raise OSError(errno.ENOSPC, "short write")
-            if flush:
-                os.fdatasync(self._fd)
-        except OSError as exc:
-            raise self._cannot_write(exc) from exc
-
-    def _cannot_write(self, exc: OSError) -> StoreError:
-        """The error for a failed write of the log: `StoreFull` naming it for a full disk."""
-        store = self.path.parent.parent
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            free = free_bytes(self.path.parent if self.path.parent.exists() else store)
-            return StoreFull(store, free, f"its pending log {self.path.name}: {exc}")
-        return StoreError(f"the store at {store} could not write its pending log: {exc}")
+            self._timer.cancel()
+            self._log.close(delete=delete)
 
 
 def _field(data: bytes) -> bytes:
     return _U32.pack(len(data)) + data
 
 
-def _encode(generation: int, prepared: PreparedExchange) -> bytes:
-    parts = [_U64.pack(generation), _field(prepared.key), _field(prepared.value)]
+def _encode(prepared: PreparedExchange) -> bytes:
+    parts = [_field(prepared.key), _field(prepared.value)]
     parts.append(_U32.pack(len(prepared.pages)))
     for key, page in prepared.pages:
         parts += (_field(key), _field(page))
@@ -264,41 +182,30 @@ class _Reader:
         return value
 
 
-def _decode(payload: bytes) -> tuple[int, PreparedExchange]:
+def _decode(payload: bytes) -> PreparedExchange:
     from pyrula.journal.exchanges import PreparedExchange
 
-    (generation,) = _U64.unpack_from(payload, 0)
     reader = _Reader(payload)
-    reader.at = 8
     key, value = reader.field(), reader.field()
     pages = [(reader.field(), reader.field()) for _ in range(reader.u32())]
     blobs = [(reader.field(), reader.field()) for _ in range(reader.u32())]
     sent = (reader.field(), reader.field()) if reader.u32() else None
     record = decode(value, key)[0]
-    return generation, PreparedExchange(key, record, value, pages, blobs, sent)
+    return PreparedExchange(key, record, value, pages, blobs, sent)
 
 
 def read_entries(data: bytes) -> Iterator[PreparedExchange]:
     """The whole entries of a log's current generation, in order (none for a foreign file)."""
-    if len(data) < _HEADER.size:
-        return
-    magic, generation = _HEADER.unpack_from(data, 0)
-    if magic != _MAGIC:
-        return
-    at = _HEADER.size
-    while at + _ENTRY.size <= len(data):
-        length, crc = _ENTRY.unpack_from(data, at)
-        payload = data[at + _ENTRY.size : at + _ENTRY.size + length]
-        if length == 0 or len(payload) != length or zlib.crc32(payload) != crc:
-            return
+    return read_entries_of(read_payloads(data, _MAGIC))
+
+
+def read_entries_of(payloads: Iterable[bytes]) -> Iterator[PreparedExchange]:
+    """The recordings of a log's payloads, up to the first that does not decode."""
+    for payload in payloads:
         try:
-            found_generation, prepared = _decode(payload)
+            yield _decode(payload)
         except (ValueError, struct.error, StoreError):
             return
-        if found_generation != generation:
-            return
-        yield prepared
-        at += _ENTRY.size + length
 
 
 _logs: dict[str, PendingLog] = {}
@@ -368,43 +275,11 @@ def recover(exchanges: Exchanges, *, again: bool = False) -> int:
     if not folder.is_dir():
         return 0
     put = 0
-    for path in sorted(folder.glob("*.log")):
-        put += _recover_one(exchanges, path)
-    _sweep_unfinished(folder)
-    return put
+    db = exchanges.store.exchanges_db
+    for path, payloads in stopped_logs(folder, _MAGIC):
+        entries = list(read_entries_of(payloads))
 
-
-def _sweep_unfinished(folder: Path) -> None:
-    """Delete logs a process was killed while making (`*.new`, never renamed): they hold no
-    recording. One made this minute may be a live process's, not yet locked, and is left."""
-    for path in folder.glob("*.new"):
-        try:
-            if time.time() - path.stat().st_mtime > _UNFINISHED_SECONDS:
-                path.unlink()
-        except FileNotFoundError:
-            pass
-
-
-def _recover_one(exchanges: Exchanges, path: Path) -> int:
-    try:
-        fd = os.open(path, os.O_RDWR)
-    except FileNotFoundError:
-        return 0  # another process recovered it
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return 0  # its process is alive
-        try:
-            if os.stat(path).st_ino != os.fstat(fd).st_ino:
-                return 0  # recovered and replaced meanwhile
-        except FileNotFoundError:
-            return 0
-        with open(fd, "rb", closefd=False) as handle:
-            entries = list(read_entries(handle.read()))
-        db = exchanges.store.exchanges_db
-
-        def write(txn: Txn) -> int:
+        def write(txn: Txn, entries: list[PreparedExchange] = entries) -> int:
             count = 0
             for prepared in entries:
                 old = txn.get(prepared.key, db=db)
@@ -414,18 +289,16 @@ def _recover_one(exchanges: Exchanges, path: Path) -> int:
                 count += 1
             return count
 
-        put = exchanges.store.write(write) if entries else 0
-        path.unlink(missing_ok=True)
-        if put:
+        done = exchanges.store.write(write) if entries else 0
+        if done:
             log.warning(
                 "put %d recording(s) left pending by a stopped process (%s) in %s",
-                put,
+                done,
                 path.name,
                 exchanges.store.location,
             )
-        return put
-    finally:
-        os.close(fd)
+        put += done
+    return put
 
 
 def _not_older(old: bytes, prepared: PreparedExchange) -> bool:

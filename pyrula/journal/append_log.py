@@ -1,0 +1,219 @@
+"""A process's durable append-only log file beside an LMDB store: one write and one flush a
+record, with no file metadata touched, for facts that are put in the store later, in batches.
+
+An LMDB commit flushes the disk twice, over pages scattered across its B-trees. Appending the
+same fact to a file costs one flush of contiguous bytes written into space zeroed ahead of time.
+Two kinds of fact use it: a cassette block's recordings (`pending.py`) and a run's facts while
+its worker executes it alone (`pyrula.runtime.fact_log`). Each keeps its own folder of logs and
+its own payload format; this module owns only the file:
+
+    header:  magic (8 bytes) | u64 generation
+    entry:   u32 length | u32 CRC-32 of the body | body
+    body:    u64 generation | payload
+
+Once a log's entries are in the store, `restart` bumps the generation in the header and the next
+entries are written from the start again, over the old ones; a reader keeps the entries of the
+header's generation up to the first that is not whole (`read_payloads`). A log is made and
+`flock`ed under a `.new` name, then renamed, and stays locked while its process uses it: a log
+whose lock is free belongs to a process that stopped, and the next opener of the store puts its
+entries in the store, then deletes it (`stopped_logs`).
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from pyrula.errors import StoreError, StoreFull
+from pyrula.journal.lmdb_store import free_bytes
+
+# Zeros written past the end, so an append's flush never grows the file: 64 KiB at first, then
+# as much again as the file holds, up to 1 MiB at a time.
+_AHEAD_FIRST = 64 << 10
+_AHEAD_MOST = 1 << 20
+# A `*.new` log older than this was left by a process killed while making it.
+UNFINISHED_SECONDS = 60.0
+_HEADER = struct.Struct(">8sQ")
+_ENTRY = struct.Struct(">II")
+_U64 = struct.Struct(">Q")
+
+
+class AppendLog:
+    """One log file of this process: `append` is durable when it returns. Not thread-safe: its
+    owner serialises its calls."""
+
+    def __init__(self, folder: Path, magic: bytes, what: str) -> None:
+        """`magic`: the 8 bytes that say whose log this is; `what` names it in errors."""
+        self.magic = magic
+        self.what = what
+        self.pid = os.getpid()
+        self.path = folder / f"{self.pid}-{os.urandom(4).hex()}.log"
+        self.generation = 1
+        self.end = self._allocated = _HEADER.size  # the header is written; zeros go after it
+        making = self.path.with_suffix(".new")  # so a recovering process never finds it unlocked
+        try:
+            folder.mkdir(exist_ok=True)
+            self._fd = os.open(making, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+        except OSError as exc:
+            raise self._cannot_write(exc) from exc
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)  # held while in use: `stopped_logs` skips it
+            self._write(_HEADER.pack(magic, self.generation), 0)
+            os.rename(making, self.path)
+        except BaseException as exc:
+            os.close(self._fd)
+            making.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise self._cannot_write(exc) from exc
+            raise
+
+    @property
+    def used(self) -> int:
+        """Bytes of entries written since the log was last restarted."""
+        return self.end - _HEADER.size
+
+    def append(self, payload: bytes) -> None:
+        """Write one entry and flush it: it is on disk when this returns. A full disk is
+        `StoreFull` naming the log; an entry that failed was never acknowledged."""
+        body = _U64.pack(self.generation) + payload
+        entry = _ENTRY.pack(len(body), zlib.crc32(body)) + body
+        if self.end + len(entry) > self._allocated:
+            self._write_ahead(self.end + len(entry))
+        self._write(entry, self.end, flush=True)
+        self.end += len(entry)
+
+    def restart(self) -> None:
+        """Drop every entry (they are in the store now): a new generation, written from the
+        start. Made durable by the next append's flush; until then a crash replays entries the
+        store already holds, which each reader of its logs must take in its stride."""
+        self.generation += 1
+        self.end = _HEADER.size
+        os.pwrite(self._fd, _HEADER.pack(self.magic, self.generation), 0)
+
+    def close(self, *, delete: bool) -> None:
+        """Close the file (and so its lock); delete it first when its entries are all kept."""
+        if delete:
+            self.path.unlink(missing_ok=True)
+        os.close(self._fd)
+
+    def _write_ahead(self, needed: int) -> None:
+        """Zeros from the allocated end past `needed`, flushed once (the file grows here only)."""
+        ahead = min(max(_AHEAD_FIRST, self._allocated), _AHEAD_MOST)
+        size = max(self._allocated, needed) + ahead
+        self._write(bytes(size - self._allocated), self._allocated, flush=True)
+        self._allocated = size
+
+    def _write(self, data: bytes, offset: int, *, flush: bool = False) -> None:
+        try:
+            written = os.pwrite(self._fd, data, offset)
+            if written != len(data):
+                raise OSError(errno.ENOSPC, "short write")
+            if flush:
+                os.fdatasync(self._fd)
+        except OSError as exc:
+            raise self._cannot_write(exc) from exc
+
+    def _cannot_write(self, exc: OSError) -> StoreError:
+        """The error for a failed write of the log: `StoreFull` naming it for a full disk."""
+        folder = self.path.parent
+        store = folder.parent
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            free = free_bytes(folder if folder.exists() else store)
+            return StoreFull(store, free, f"its {self.what} {self.path.name}: {exc}")
+        return StoreError(f"the store at {store} could not write its {self.what}: {exc}")
+
+
+def read_payloads(data: bytes, magic: bytes) -> Iterator[bytes]:
+    """The payloads of a log's current generation, in order, up to the first entry that is not
+    whole (none for a file that is not a log of `magic`)."""
+    if len(data) < _HEADER.size:
+        return
+    found, generation = _HEADER.unpack_from(data, 0)
+    if found != magic:
+        return
+    at = _HEADER.size
+    while at + _ENTRY.size <= len(data):
+        length, crc = _ENTRY.unpack_from(data, at)
+        body = data[at + _ENTRY.size : at + _ENTRY.size + length]
+        if length < _U64.size or len(body) != length or zlib.crc32(body) != crc:
+            return
+        if _U64.unpack_from(body, 0)[0] != generation:
+            return
+        yield body[_U64.size :]
+        at += _ENTRY.size + length
+
+
+def stopped_logs(folder: Path, magic: bytes) -> Iterator[tuple[Path, list[bytes]]]:
+    """Each log in `folder` whose process stopped, locked, with its payloads. The consumer puts
+    them in the store; when it asks for the next log, the one before is deleted (if it raises,
+    that log stays for the next opener). Also deletes logs a process was killed while making."""
+    for path in sorted(folder.glob("*.log")):
+        try:
+            fd = os.open(path, os.O_RDWR)
+        except FileNotFoundError:
+            continue  # another process recovered it
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # its process is alive
+            try:
+                if os.stat(path).st_ino != os.fstat(fd).st_ino:
+                    continue  # recovered and replaced meanwhile
+            except FileNotFoundError:
+                continue
+            with open(fd, "rb", closefd=False) as handle:
+                payloads = list(read_payloads(handle.read(), magic))
+            yield path, payloads
+            path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+    _sweep_unfinished(folder)
+
+
+def _sweep_unfinished(folder: Path) -> None:
+    """Delete logs a process was killed while making (`*.new`, never renamed): they hold no
+    entry. One made this minute may be a live process's, not yet locked, and is left."""
+    for path in folder.glob("*.new"):
+        try:
+            if time.time() - path.stat().st_mtime > UNFINISHED_SECONDS:
+                path.unlink()
+        except FileNotFoundError:
+            pass
+
+
+class FoldTimer:
+    """Calls `fold` on a daemon thread once `seconds()` have passed since `start`: what a log
+    holds waits at most about that long to be seen by other processes. The owner calls `start`,
+    `fired` (first thing in `fold`) and `cancel` under its own lock."""
+
+    def __init__(self, fold: Callable[[], None], seconds: Callable[[], float]) -> None:
+        self._fold = fold
+        self._seconds = seconds
+        self._timer: threading.Timer | None = None
+
+    def start(self) -> None:
+        """Start the timer unless it is running."""
+        if self._timer is None:
+            self._timer = threading.Timer(self._seconds(), self._fold)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def fired(self) -> None:
+        """The timer has fired (its fold is under way): the next `start` starts another."""
+        self._timer = None
+
+    def cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()  # a no-op when the timer is what is folding
+            self._timer = None
+
+
+__all__ = ["UNFINISHED_SECONDS", "AppendLog", "FoldTimer", "read_payloads", "stopped_logs"]
