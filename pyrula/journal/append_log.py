@@ -43,6 +43,7 @@ UNFINISHED_SECONDS = 60.0
 _HEADER = struct.Struct(">8sQ")
 _ENTRY = struct.Struct(">II")
 _U64 = struct.Struct(">Q")
+U32 = struct.Struct(">I")
 
 
 class AppendLog:
@@ -189,6 +190,32 @@ def _sweep_unfinished(folder: Path) -> None:
             pass
 
 
+def field(data: bytes) -> bytes:
+    """One length-prefixed field of a payload (`FieldReader.field` reads it back)."""
+    return U32.pack(len(data)) + data
+
+
+class FieldReader:
+    """Reads a payload's fields in order; a field that runs past the payload is `ValueError`."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.at = 0
+
+    def u32(self) -> int:
+        (value,) = U32.unpack_from(self.data, self.at)
+        self.at += 4
+        return int(value)
+
+    def field(self) -> bytes:
+        length = self.u32()
+        if self.at + length > len(self.data):
+            raise ValueError("a field runs past its entry")
+        value = self.data[self.at : self.at + length]
+        self.at += length
+        return value
+
+
 class FoldTimer:
     """Calls `fold` on a daemon thread once `seconds()` have passed since `start`: what a log
     holds waits at most about that long to be seen by other processes. The owner calls `start`,
@@ -216,4 +243,13 @@ class FoldTimer:
             self._timer = None
 
 
-__all__ = ["UNFINISHED_SECONDS", "AppendLog", "FoldTimer", "read_payloads", "stopped_logs"]
+__all__ = [
+    "U32",
+    "UNFINISHED_SECONDS",
+    "AppendLog",
+    "FieldReader",
+    "FoldTimer",
+    "field",
+    "read_payloads",
+    "stopped_logs",
+]

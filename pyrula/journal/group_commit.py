@@ -99,6 +99,12 @@ class GroupCommit:
         finally:
             self._runs -= 1
 
+    @property
+    def alone(self) -> bool:
+        """Whether at most one run executes on this loop over a local store: its groups are
+        then committed on the loop's own thread."""
+        return self._runs <= 1 and not self.store.remote
+
     async def write(
         self,
         fn: Callable[[Txn], T],
@@ -128,7 +134,7 @@ class GroupCommit:
             if not group:
                 self._committing = False
                 return
-        if self._runs <= 1 and not self.store.remote:
+        if self.alone:
             # A local store and nothing else of the worker on this loop: commit here.
             try:
                 results = commit_group(self.store, group)

@@ -26,7 +26,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyrula.errors import StoreError
-from pyrula.journal.append_log import AppendLog, FoldTimer, read_payloads, stopped_logs
+from pyrula.journal.append_log import (
+    U32,
+    AppendLog,
+    FieldReader,
+    FoldTimer,
+    field,
+    read_payloads,
+    stopped_logs,
+)
 from pyrula.journal.records import decode
 from pyrula.journal.store import Txn
 
@@ -41,7 +49,6 @@ FOLD_BYTES = 8 << 20
 # block goes on (a burst, then a pause; calls that take seconds each).
 FOLD_SECONDS = 1.0
 _MAGIC = b"PYRPEND1"
-_U32 = struct.Struct(">I")
 
 log = logging.getLogger("pyrula.journal")
 
@@ -144,48 +151,25 @@ class PendingLog:
             self._log.close(delete=delete)
 
 
-def _field(data: bytes) -> bytes:
-    return _U32.pack(len(data)) + data
-
-
 def _encode(prepared: PreparedExchange) -> bytes:
-    parts = [_field(prepared.key), _field(prepared.value)]
-    parts.append(_U32.pack(len(prepared.pages)))
+    parts = [field(prepared.key), field(prepared.value)]
+    parts.append(U32.pack(len(prepared.pages)))
     for key, page in prepared.pages:
-        parts += (_field(key), _field(page))
-    parts.append(_U32.pack(len(prepared.blobs)))
+        parts += (field(key), field(page))
+    parts.append(U32.pack(len(prepared.blobs)))
     for digest, data in prepared.blobs:
-        parts += (_field(digest), _field(data))
+        parts += (field(digest), field(data))
     if prepared.sent is None:
-        parts.append(_U32.pack(0))
+        parts.append(U32.pack(0))
     else:
-        parts += (_U32.pack(1), _field(prepared.sent[0]), _field(prepared.sent[1]))
+        parts += (U32.pack(1), field(prepared.sent[0]), field(prepared.sent[1]))
     return b"".join(parts)
-
-
-class _Reader:
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.at = 0
-
-    def u32(self) -> int:
-        (value,) = _U32.unpack_from(self.data, self.at)
-        self.at += 4
-        return int(value)
-
-    def field(self) -> bytes:
-        length = self.u32()
-        if self.at + length > len(self.data):
-            raise ValueError("a field runs past its entry")
-        value = self.data[self.at : self.at + length]
-        self.at += length
-        return value
 
 
 def _decode(payload: bytes) -> PreparedExchange:
     from pyrula.journal.exchanges import PreparedExchange
 
-    reader = _Reader(payload)
+    reader = FieldReader(payload)
     key, value = reader.field(), reader.field()
     pages = [(reader.field(), reader.field()) for _ in range(reader.u32())]
     blobs = [(reader.field(), reader.field()) for _ in range(reader.u32())]

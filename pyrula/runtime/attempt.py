@@ -16,12 +16,20 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from pyrula.errors import DurableInvocationCancelled, UnjournaledSurface
+from pyrula.errors import (
+    DurableInvocationCancelled,
+    RunAttemptEnded,
+    StoreError,
+    UnjournaledSurface,
+)
 from pyrula.journal.group_commit import group_commit
 from pyrula.journal.wakeups import Wakeups
+from pyrula.runtime import fact_log
 from pyrula.runtime.calls import current_run
 from pyrula.runtime.cancel_flags import cancels_asked
+from pyrula.runtime.fact_log import FactLog, LoggedFact
 from pyrula.runtime.grouped_append import append_grouped
+from pyrula.runtime.leases import lease_value
 from pyrula.runtime.limits import AgentLimits, Budget
 from pyrula.runtime.positions import Positions
 from pyrula.runtime.runstore import Event, Lease, RunRecord, RunStore
@@ -79,6 +87,14 @@ class Attempt:
         self.open_children: dict[str, str] = {}
         self.by_type: dict[str, list[Event]] = defaultdict(list)
         self.last_seq = 0  # of the events this attempt has read or written
+        # When the lease lapses unless renewed (the worker's heartbeat moves it on).
+        self.lease_deadline = float((run.lease or {}).get("expires") or 0.0)
+        self._lease_value = lease_value(lease.worker, lease.attempt)
+        # The facts `awrite` has journaled, when the last was, and the log it appends them to
+        # while the run executes alone (`fact_log`; False where the store has none).
+        self._facts_written = 0
+        self._last_fact_at = 0.0
+        self._fact_log: FactLog | bool | None = None
         # Before the last cancel check that found none (PostgreSQL): the wake-up count, this
         # process's own cancels, the time.
         self._quiet_since: tuple[int, int, float] | None = None
@@ -121,6 +137,7 @@ class Attempt:
     ) -> Event:
         """Journal a fact of this attempt (fenced by its lease) and remember it; `withheld` is
         what the event leaves out and its replay needs (`RunStore.withheld`)."""
+        self.settle_facts()
         event = self.journal.append(self.run.id, self.lease, kind, payload, withheld=withheld)
         self.remember([event])
         return event
@@ -129,7 +146,15 @@ class Attempt:
         self, kind: str, payload: dict[str, Any], *, withheld: dict[str, Any] | None = None
     ) -> Event:
         """`write` from the run's event loop, group-committed with the facts the worker's other
-        runs journal meanwhile (one flush for all); returns once the fact is committed."""
+        runs journal meanwhile (one flush for all); returns once the fact is durable: committed,
+        or appended to the fact log while the run executes alone (`fact_log`)."""
+        facts = self._fact_log_for_next()
+        if facts is not None:
+            event = Event(self.last_seq + 1, kind, time.time(), payload)
+            facts.append(LoggedFact.of(self.run.id, self._lease_value, event, withheld))
+            self.remember([event])
+            return event
+        self.settle_facts()
         event = await append_grouped(
             self.journal,
             self.run.id,
@@ -141,6 +166,54 @@ class Attempt:
         )
         self.remember([event])
         return event
+
+    def _fact_log_for_next(self) -> FactLog | None:
+        """The log the next fact goes to, or None to commit it: not one of the attempt's first
+        `DIRECT_FACTS`, nor one long after the last (it would be put in the store alone), nor
+        near the lease's end, nor while other runs execute on the loop (their group commit
+        shares its flushes already)."""
+        now = time.monotonic()
+        since, self._last_fact_at = now - self._last_fact_at, now
+        self._facts_written += 1
+        if self._facts_written <= fact_log.DIRECT_FACTS or since > fact_log.FOLD_SECONDS:
+            return None
+        if self.lease_deadline - time.time() < fact_log.LEASE_MARGIN:
+            return None
+        if self._fact_log is False or not group_commit(self.journal.store).alone:
+            return None
+        if self._fact_log is None:
+            self._fact_log = fact_log.for_store(self.journal.store) or False
+            if self._fact_log is False:
+                return None
+        assert isinstance(self._fact_log, FactLog)
+        self._refuse_if_fenced(self._fact_log)
+        return self._fact_log
+
+    def settle_facts(self) -> None:
+        """Put this attempt's logged facts in the store: before any other write of it, so its
+        events stay in order. A lost lease raises `RunAttemptEnded`."""
+        facts = self._fact_log
+        if isinstance(facts, FactLog):
+            if facts.holds(self.run.id):
+                facts.fold()
+            self._refuse_if_fenced(facts)
+
+    def release_facts(self) -> None:
+        """The attempt is over: put what it logged in the store (a failure is logged: the facts
+        stay on disk for the next opener) and let go of the log."""
+        facts, self._fact_log = self._fact_log, None
+        if isinstance(facts, FactLog):
+            try:
+                fact_log.release(facts)
+            except StoreError as exc:
+                fact_log.log.error("run %s: its logged facts wait on disk: %s", self.run.id, exc)
+
+    def _refuse_if_fenced(self, facts: FactLog) -> None:
+        if facts.refused(self.run.id, self._lease_value):
+            raise RunAttemptEnded(
+                f"run {self.run.id} attempt {self.lease.attempt} no longer holds its lease; "
+                "another worker owns the run now"
+            )
 
     @contextmanager
     def executing(self) -> Iterator[None]:

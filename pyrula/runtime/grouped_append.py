@@ -21,8 +21,8 @@ from typing import Any
 from pyrula.journal.group_commit import MISSED, group_commit
 from pyrula.journal.store import Txn
 from pyrula.runtime.leases import lease_key, lease_value
-from pyrula.runtime.records import Event, Lease, dump_json
-from pyrula.runtime.runstore import RunStore, event_key
+from pyrula.runtime.records import Event, Lease, dump_json, event_key
+from pyrula.runtime.runstore import RunStore
 from pyrula.runtime.withheld import withheld_key
 
 

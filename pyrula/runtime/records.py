@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,12 @@ COMPLETED, FAILED, CANCELLED, BUDGET_EXCEEDED = (
     "budget_exceeded",
 )
 TERMINAL = frozenset({COMPLETED, FAILED, CANCELLED, BUDGET_EXCEEDED})
+SEQ = struct.Struct(">Q")
+
+
+def event_key(run_id: str, seq: int) -> bytes:
+    """Where a run's event `seq` is kept: the run's events sort together, in order."""
+    return run_id.encode() + b"\x00" + SEQ.pack(seq)
 
 
 @dataclass(frozen=True, slots=True)

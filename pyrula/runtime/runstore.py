@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import struct
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from typing import Any
 from pyrula.errors import IdempotencyConflict, RunAttemptEnded, RunExists, RunNotFound
 from pyrula.journal.group_read import group_read
 from pyrula.journal.store import Store, Txn
+from pyrula.runtime import fact_log
 from pyrula.runtime.cancel_flags import cancel_key, cancels_asked
 from pyrula.runtime.leases import HOST, lease_key, lease_value
 from pyrula.runtime.leases import lease_is_live as lease_is_live  # re-exported
@@ -31,21 +31,16 @@ from pyrula.runtime.records import (
     PARKED,
     QUEUED,
     RUNNING,
+    SEQ,
     TERMINAL,
     Event,
     Lease,
     RunRecord,
     dump_json,
+    event_key,
     input_digest,
 )
 from pyrula.runtime.withheld import WithheldValues
-
-_SEQ = struct.Struct(">Q")
-
-
-def event_key(run_id: str, seq: int) -> bytes:
-    """Where a run's event `seq` is kept: the run's events sort together, in order."""
-    return run_id.encode() + b"\x00" + _SEQ.pack(seq)
 
 
 class RunStore(RunPurging, WithheldValues):
@@ -63,6 +58,7 @@ class RunStore(RunPurging, WithheldValues):
         # What a run's events leave out below the `io` capture level and its replay still needs:
         # read by the runtime only, never by `runs show` or an export, purged with the run.
         self._withheld = store.db("withheld")
+        fact_log.recover(store, again=False)  # what a stopped worker logged (`fact_log`)
 
     # -- reading ------------------------------------------------------------------------------
 
@@ -88,7 +84,7 @@ class RunStore(RunPurging, WithheldValues):
     def events(self, run_id: str, after: int = 0, limit: int | None = None) -> list[Event]:
         """The run's events past seq `after`, in order (at most `limit` of them if given)."""
         prefix = run_id.encode() + b"\x00"
-        start = prefix + _SEQ.pack(after + 1)
+        start = prefix + SEQ.pack(after + 1)
         found: list[Event] = []
         with self.store.read() as txn:
             for _key, value in txn.scan(self._events, prefix, start=start):
@@ -192,8 +188,11 @@ class RunStore(RunPurging, WithheldValues):
                 records = txn.get_many(queued[index : index + 64], db=self._runs)
             for key in queued[index : index + 64]:
                 raw = records.get(key)
-                if raw is None or not self._claimable(json.loads(raw), names, now):
+                data = None if raw is None else json.loads(raw)
+                if data is None or not self._claimable(data, names, now):
                     continue
+                if data["status"] == RUNNING:  # taken over: its facts still in a log go first
+                    fact_log.recover(self.store)
                 taken: RunRecord | None = self._take(key.decode(), worker, ttl, names)
                 if taken is not None:
                     return taken
@@ -379,7 +378,7 @@ class RunStore(RunPurging, WithheldValues):
         found = txn.last(self._events, prefix)
         seq = 1
         if found is not None:
-            seq = _SEQ.unpack(found[0][len(prefix) :])[0] + 1
+            seq = SEQ.unpack(found[0][len(prefix) :])[0] + 1
         return self._put_event(txn, run_id, seq, kind, payload, time.time())
 
     def _put_event(

@@ -199,13 +199,18 @@ class Worker:
         try:
             purged = await asyncio.to_thread(purge, self.journal, retention)
         except StoreError as exc:
-            log.warning("retention: purge failed (%s); trying again later", exc,
-                        extra=fields("purge_failed", error=type(exc).__name__))
+            log.warning(
+                "retention: purge failed (%s); trying again later",
+                exc,
+                extra=fields("purge_failed", error=type(exc).__name__),
+            )
             return
         if purged.runs or purged.tokens:
             log.info(
                 "retention: purged %d run(s) ended over %gs ago, %d expired token(s)",
-                len(purged.runs), retention, purged.tokens,
+                len(purged.runs),
+                retention,
+                purged.tokens,
                 extra=fields("purged", runs=len(purged.runs), tokens=purged.tokens),
             )
 
@@ -331,7 +336,7 @@ class Worker:
                 if run.capture != "io":
                     outcome.payload, outcome.withheld = {"result": None}, {"result": result}
             except HandedOff:
-                await self._release(run, lease, started)  # stopped at a boundary while draining
+                await self._release(run, lease, started, attempt)  # at a boundary while draining
                 return
             except Park as park:
                 payload = {"reason": park.reason, **park.payload}
@@ -349,7 +354,7 @@ class Worker:
                     return
                 # Cancelled by the drain, or with the worker itself: no outcome is written; the
                 # lease goes back so the next worker resumes the run from its journal at once.
-                await self._release(run, lease, started)
+                await self._release(run, lease, started, attempt)
                 if run.id in self._released:
                     return
                 raise
@@ -360,7 +365,7 @@ class Worker:
                     return  # the store's failure, not the run's: resumed once its lease lapses
                 outcome = _failed(run, FAILED, exc)
             if run.id in self._released:  # the body swallowed the drain's cancellation
-                await self._release(run, lease, started)
+                await self._release(run, lease, started, attempt)
                 return
             # A call still open (a stream the body left unread) is metered once now, before the
             # closing event; nothing about it is written after that.
@@ -369,10 +374,19 @@ class Worker:
             if outcome.status in TERMINAL:
                 await acall(store, self._close_children, attempt)
             try:
+                await acall(store, attempt.settle_facts)  # what it logged goes first, in order
                 await acall(  # off the loop on PostgreSQL: the worker's other runs go on
-                    self.store, self.journal.finish, run.id, lease, outcome.status, outcome.kind,
-                    outcome.payload, result=outcome.result, error=outcome.error,
-                    wake_at=outcome.wake_at, withheld=outcome.withheld,
+                    self.store,
+                    self.journal.finish,
+                    run.id,
+                    lease,
+                    outcome.status,
+                    outcome.kind,
+                    outcome.payload,
+                    result=outcome.result,
+                    error=outcome.error,
+                    wake_at=outcome.wake_at,
+                    withheld=outcome.withheld,
                 )
             except RunAttemptEnded:
                 log_lost(run, lease)
@@ -383,6 +397,7 @@ class Worker:
             log_run(outcome.status, run, lease, started, outcome.error)
         finally:
             attempt.session.close(meter=False)  # lost or released: the next attempt meters
+            attempt.release_facts()
             self._bodies.pop(run.id, None)
             self._attempts.pop(run.id, None)
             self._released.discard(run.id)
@@ -390,8 +405,12 @@ class Worker:
             with contextlib.suppress(asyncio.CancelledError, RunAttemptEnded):
                 await beat
 
-    async def _release(self, run: RunRecord, lease: Lease, started: float) -> None:
+    async def _release(
+        self, run: RunRecord, lease: Lease, started: float, attempt: Attempt | None = None
+    ) -> None:
         with contextlib.suppress(RunAttemptEnded):
+            if attempt is not None:
+                await acall(self.store, attempt.settle_facts)
             await acall(self.store, self.journal.release, run.id, lease)
             log_run("released", run, lease, started)
 
@@ -409,11 +428,15 @@ class Worker:
     async def _heartbeat(self, run_id: str, lease: Lease, task: asyncio.Future[Any]) -> None:
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
+            began = time.time()
             try:
                 await acall(self.store, self.journal.heartbeat, run_id, lease, self.lease_seconds)
             except RunAttemptEnded:
                 task.cancel()
                 raise
+            attempt = self._attempts.get(run_id)
+            if attempt is not None:  # the lease now lasts at least this long
+                attempt.lease_deadline = began + self.lease_seconds
 
 
 def _journaled_so_far(journal: RunStore, run_id: str) -> tuple[list[Event], dict[str, Any]]:

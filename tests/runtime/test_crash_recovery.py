@@ -16,6 +16,7 @@ import pytest
 
 from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, submit
+from pyrula.runtime.fact_log import read_logged
 from tests.fakes.clock import wait_until
 from tests.fakes.server import Script, Seen, Server
 from tests.runtime.crash_app import STEPS
@@ -69,8 +70,16 @@ class Zygote:
         self.process.wait()
 
 
-def _done_steps(journal: RunStore, run_id: str) -> set[str]:
-    return {e.payload["name"] for e in journal.events(run_id) if e.type == "step:done"}
+def _done_steps(journal: RunStore, run_id: str, store_path: Path) -> set[str]:
+    """The steps whose facts are durable: in the store, or in a killed worker's fact log (which
+    the next worker puts in the store before it resumes the run)."""
+    logged = [fact.event for fact in read_logged(store_path) if fact.run_id == run_id]
+    events = [*journal.events(run_id), *logged]
+    return {e.payload["name"] for e in events if e.type == "step:done"}
+
+
+def _ran_steps(log_path: Path) -> int:
+    return len({line for line in log_path.read_text().splitlines()})
 
 
 def _journaled_calls(journal: RunStore, run_id: str) -> int:
@@ -92,11 +101,11 @@ def test_sigkill_at_random_points_repeats_no_finished_work(tmp_path, provider, s
     try:
         kills = 0
         while kills < KILLS_PER_RUN and journal.get(handle.id).status != "completed":
-            done_before = len(_done_steps(journal, handle.id))
-            target = min(STEPS, done_before + rng.randint(1, 6))
+            # Killed after 1 to 6 more steps have run (their facts committed, logged, or not yet).
+            target = min(STEPS, _ran_steps(log_path) + rng.randint(1, 6))
             pid = zygote.fork(store_path)
             deadline = time.monotonic() + 30
-            while len(_done_steps(journal, handle.id)) < target and time.monotonic() < deadline:
+            while _ran_steps(log_path) < target and time.monotonic() < deadline:
                 if journal.get(handle.id).status == "completed":
                     break
                 time.sleep(0.0005 * rng.randint(0, 4))
@@ -104,7 +113,7 @@ def test_sigkill_at_random_points_repeats_no_finished_work(tmp_path, provider, s
             assert zygote.reap(pid) != 0 or journal.get(handle.id).status == "completed"
             kills += 1
             # Everything journaled before the kill must never be done again.
-            finished = _done_steps(journal, handle.id)
+            finished = _done_steps(journal, handle.id, store_path)
             effects = log_path.read_text().splitlines()
             journaled_calls = _journaled_calls(journal, handle.id)
             calls_sent = len(provider_log)

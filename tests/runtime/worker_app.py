@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 import httpx
 
 import pyrula
+from pyrula.runtime import fact_log
 from pyrula.workflows import WorkflowContext, workflow
+
+if os.environ.get("PYRULA_TEST_NO_TIMED_FOLD"):
+    fact_log.FOLD_SECONDS = 3600.0  # the logged facts stay in the log until the test kills it
 
 
 def _record(path: str, n: int) -> int:
@@ -90,3 +95,24 @@ async def fan_out(ctx: WorkflowContext, provider: str, log_path: str, gate: str,
     await ctx.step("gate", _gate, gate)
     second = await asyncio.gather(*(_ask(client, provider, f"b{i}") for i in range(n)))
     return [*first, *second]
+
+
+# -- for the fact log's test: steps that run fast, then one that hangs until the worker is killed -
+
+
+def _fast_effect(log_path: str, hang: str, i: int) -> int:
+    _line(log_path, f"step {i}")
+    while os.path.exists(hang) and i == FAST_HANG_AT:
+        time.sleep(0.01)  # killed here
+    return i
+
+
+FAST_STEPS, FAST_HANG_AT = 12, 8
+
+
+@workflow(name="fast_steps")
+async def fast_steps(ctx: WorkflowContext, log_path: str, hang: str) -> int:
+    total = 0
+    for i in range(FAST_STEPS):
+        total += await ctx.step(f"s{i}", _fast_effect, log_path, hang, i)
+    return total

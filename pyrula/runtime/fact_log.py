@@ -1,0 +1,357 @@
+"""A run's facts made durable by one append to a log while its worker executes it alone, and
+put in the store in batches.
+
+A journaled step is one LMDB commit: two device flushes over pages scattered across its B-trees,
+which on most disks is most of what a step costs. While a worker executes one run at a time on
+a local store that flushes its commits, that run's facts after its first `DIRECT_FACTS` are
+instead appended to this process's fact log (`<store>/facts/<pid>-<random>.log`, an
+`append_log.AppendLog`): one write and one flush of contiguous bytes, after which the fact is on
+disk and the body goes on, exactly as after a commit. The facts are put in the store in one
+transaction `FOLD_SECONDS` after the first of them (a timer), after `FOLD_EVERY` of them, and
+before any other write of the attempt (its closing event, a fact of a sync call, a fact while
+other runs execute too), so a run's events are always in the store in order.
+
+The lease is checked when the facts are put in the store, fact by fact, as a commit checks it: a
+fact whose attempt no longer holds its run's lease is dropped, and the attempt's next write
+raises `RunAttemptEnded`. So that a live worker never logs past its lease, an attempt logs only
+while its lease has `LEASE_MARGIN` seconds left; nearer the end it commits each fact, fenced.
+A worker that dies leaves its log; whoever takes one of its runs over (`RunStore.claim`), or
+opens the store's runs, first puts the log's facts in the store (`recover`); a fact the store
+holds already (a batch committed just before its process died, its log not yet restarted) is
+not put twice.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import struct
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pyrula.errors import StoreError
+from pyrula.journal.append_log import (
+    AppendLog,
+    FieldReader,
+    FoldTimer,
+    field,
+    read_payloads,
+    stopped_logs,
+)
+from pyrula.journal.store import Store, Txn
+from pyrula.runtime.leases import lease_key
+from pyrula.runtime.records import SEQ, Event, dump_json, event_key
+from pyrula.runtime.withheld import withheld_key
+
+# An attempt's first facts are committed one by one: a run of a few steps gains nothing.
+DIRECT_FACTS = 2
+FOLD_EVERY = 1024
+FOLD_BYTES = 8 << 20
+# Facts wait at most about this long to be seen by other processes (`pyrula runs show`).
+FOLD_SECONDS = 1.0
+# An attempt logs a fact only while its lease has this long left (its facts are put in the store,
+# and their fence checked, well before it could lapse).
+LEASE_MARGIN = 3 * FOLD_SECONDS
+_MAGIC = b"PYRFACT1"
+
+log = logging.getLogger("pyrula.runtime")
+
+
+@dataclass(frozen=True, slots=True)
+class LoggedFact:
+    """One fact of an attempt, as the log keeps it: its run, the lease it was written under, the
+    event and what it withholds, both as the store keeps them."""
+
+    run_id: str
+    lease: bytes  # `leases.lease_value(worker, attempt)`
+    event: Event
+    value: bytes  # the event as stored
+    withheld: bytes | None  # at the event's position, as stored
+
+    @classmethod
+    def of(
+        cls, run_id: str, lease: bytes, event: Event, withheld: dict[str, Any] | None
+    ) -> LoggedFact:
+        kept = None if withheld is None else dump_json(withheld)
+        return cls(run_id, lease, event, dump_json(event.to_json()), kept)
+
+    def encode(self) -> bytes:
+        parts = [field(self.run_id.encode()), field(self.lease), field(self.value)]
+        parts.append(b"\x00" if self.withheld is None else b"\x01" + field(self.withheld))
+        return b"".join(parts)
+
+    @classmethod
+    def decode(cls, payload: bytes) -> LoggedFact:
+        reader = FieldReader(payload)
+        run_id, lease, value = reader.field().decode(), reader.field(), reader.field()
+        kept = payload[reader.at : reader.at + 1]
+        reader.at += 1
+        withheld = reader.field() if kept == b"\x01" else None
+        data = json.loads(value)
+        event = Event(data["seq"], data["type"], data["at"], data["payload"])
+        return cls(run_id, lease, event, value, withheld)
+
+
+class FactLog:
+    """This process's logged facts for one store (`for_store`): thread-safe."""
+
+    def __init__(self, store: Store, folder: Path) -> None:
+        self.store = store
+        self._log = AppendLog(folder, _MAGIC, "fact log")
+        self.pid = self._log.pid
+        self.path = self._log.path
+        self._lock = threading.Lock()
+        self.users = 0  # the attempts using it (`for_store`, `release`)
+        self._facts: list[LoggedFact] = []
+        self._runs: dict[str, int] = {}  # run -> facts of it waiting here
+        # (run, lease) of attempts whose facts a fold found fenced out: they have ended.
+        self._refused: set[tuple[str, bytes]] = set()
+        self._timer = FoldTimer(self._fold_late, lambda: FOLD_SECONDS)
+        self._closed = False
+
+    def holds(self, run_id: str) -> bool:
+        """Whether facts of `run_id` wait here (the store does not have them yet)."""
+        return run_id in self._runs
+
+    def refused(self, run_id: str, lease: bytes) -> bool:
+        """Whether a fold found that this attempt no longer held its run's lease."""
+        return (run_id, lease) in self._refused
+
+    def append(self, fact: LoggedFact) -> None:
+        """Make `fact` durable (one write and one flush) before returning."""
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"the fact log {self.path} was closed; open the store again")
+            self._log.append(fact.encode())
+            self._facts.append(fact)
+            self._runs[fact.run_id] = self._runs.get(fact.run_id, 0) + 1
+            full = len(self._facts) >= FOLD_EVERY or self._log.used >= FOLD_BYTES
+            if not full:
+                self._timer.start()
+        if full:
+            self._fold_logged()
+
+    def _fold_late(self) -> None:
+        with self._lock:
+            self._timer.fired()
+        self._fold_logged()
+
+    def _fold_logged(self) -> None:
+        """`fold` with nobody to raise to: a failure is logged, the facts wait for the next."""
+        try:
+            self.fold()
+        except Exception as exc:
+            log.warning("run facts in %s wait for the next fold: %s", self.path, exc)
+
+    def fold(self) -> int:
+        """Put every logged fact in the store in one transaction; return how many were taken.
+        If the write fails, the facts stay here (and on disk) and the error is raised."""
+        with self._lock:
+            facts = self._facts
+            if not facts or self._closed:
+                return 0
+            refused = self.store.write(lambda txn: _put_in_store(self.store, txn, facts))
+            self._refused |= refused
+            self._facts, self._runs = [], {}
+            self._timer.cancel()
+            self._log.restart()
+            return len(facts)
+
+    def close(self, *, quiet: bool = False) -> None:
+        """Fold what is logged and delete the log. If the fold fails, the file stays (the next
+        opener of the store recovers it) and the error is raised, or logged when `quiet`."""
+        if os.getpid() != self.pid:
+            return
+        try:
+            self.fold()
+        except StoreError as exc:
+            self._shut(delete=False)  # its lock goes with it: the log is now a stopped one's
+            if not quiet:
+                raise
+            log.error("run facts stay in %s for the next opener: %s", self.path, exc)
+            return
+        self._shut(delete=True)
+
+    def _shut(self, *, delete: bool) -> None:
+        with self._lock:  # a timer's fold after this finds the log closed
+            self._closed = True
+            self._timer.cancel()
+            self._log.close(delete=delete)
+
+
+def _put_in_store(store: Store, txn: Txn, facts: Iterable[LoggedFact]) -> set[tuple[str, bytes]]:
+    """Write `facts` as their attempts' commits would have, in order, each once (a log replayed
+    after a crash between its batch's commit and its restart holds facts the store has); return
+    the (run, lease) of the attempts fenced out."""
+    flags, events, withheld = store.db("flags"), store.db("events"), store.db("withheld")
+    refused: set[tuple[str, bytes]] = set()
+    for fact in facts:
+        run_id, held = fact.run_id, (fact.run_id, fact.lease)
+        if held in refused:
+            continue
+        lease = txn.get(lease_key(run_id), db=flags)
+        if lease is None or bytes(lease) != fact.lease:
+            refused.add(held)  # taken over or terminated: the new owner does this work
+            continue
+        seq, value = fact.event.seq, fact.value
+        found = txn.get(event_key(run_id, seq), db=events)
+        if found is not None and bytes(found) == value:
+            continue  # in the store already
+        if found is not None or (
+            seq > 1 and txn.get(event_key(run_id, seq - 1), db=events) is None
+        ):
+            # An outside fact (a signal) took its place: it goes after the run's last event,
+            # unless a batch before put it there already.
+            seq = _after_last(txn, events, fact)
+            if seq == 0:
+                continue
+            value = dump_json(Event(seq, *_rest(fact.event)).to_json())
+        txn.put(event_key(run_id, seq), value, db=events)
+        if fact.withheld is not None:
+            position = str(fact.event.payload["position"])
+            txn.put(withheld_key(run_id, position), fact.withheld, db=withheld)
+    return refused
+
+
+def _rest(event: Event) -> tuple[str, float, dict[str, Any]]:
+    return event.type, event.at, event.payload
+
+
+def _after_last(txn: Txn, events: Any, fact: LoggedFact) -> int:
+    """The sequence number after the run's last event, or 0 when an event past the fact's own
+    number is this fact already (put there by an earlier batch)."""
+    prefix = fact.run_id.encode() + b"\x00"
+    last = 0
+    for key, value in txn.scan(events, prefix, start=event_key(fact.run_id, fact.event.seq)):
+        last = SEQ.unpack(key[len(prefix) :])[0]
+        data = json.loads(value)
+        if (data["type"], data["at"], data["payload"]) == _rest(fact.event):
+            return 0
+    if last == 0:
+        found = txn.last(events, prefix)
+        last = 0 if found is None else SEQ.unpack(found[0][len(prefix) :])[0]
+    return int(last) + 1
+
+
+_logs: dict[str, FactLog] = {}
+_recovered: set[tuple[str, int]] = set()
+_logs_lock = threading.Lock()
+
+
+def folder_of(store: Store) -> Path | None:
+    """Where a store keeps fact logs: a local store that flushes its commits, opened for
+    writing (one that does not flush has nothing to gain)."""
+    if store.remote or store.readonly or store.folder is None or not store.syncs:
+        return None
+    return store.folder / "facts"
+
+
+def for_store(store: Store) -> FactLog | None:
+    """This process's fact log for `store`, made on first use and counted as one more user
+    (`release`); None where facts are committed straight away (`folder_of`)."""
+    folder = folder_of(store)
+    if folder is None:
+        return None
+    where = str(folder)
+    with _logs_lock:
+        found = _logs.get(where)
+        if found is None or found.pid != os.getpid() or found.store.closed:
+            found = _logs[where] = FactLog(store, folder)
+        found.users += 1
+        return found
+
+
+def release(facts: FactLog) -> None:
+    """An attempt is done with `facts`: fold them; the last user also deletes the file."""
+    with _logs_lock:
+        facts.users -= 1
+        last = facts.users == 0
+        if last and _logs.get(str(facts.path.parent)) is facts:
+            del _logs[str(facts.path.parent)]
+    if last:
+        facts.close()
+    else:
+        facts.fold()
+
+
+def recover(store: Store, *, again: bool = True) -> int:
+    """Put in the store the facts logged for `store` by this process and by processes that
+    stopped (once per opening of the store unless `again`); return how many were put."""
+    folder = folder_of(store)
+    if folder is None:
+        return 0
+    opened = (str(folder), id(store.shared_handle()))
+    with _logs_lock:
+        if opened in _recovered and not again:
+            return 0
+        _recovered.add(opened)
+        own = _logs.get(str(folder))
+    put = 0
+    if own is not None and own.pid == os.getpid() and not own.store.closed:
+        put += own.fold()
+    if not folder.is_dir():
+        return put
+    for path, payloads in stopped_logs(folder, _MAGIC):
+        put += _recover_one(store, path, payloads)
+    return put
+
+
+def _recover_one(store: Store, path: Path, payloads: list[bytes]) -> int:
+    facts: list[LoggedFact] = []
+    for payload in payloads:
+        try:
+            facts.append(LoggedFact.decode(payload))
+        except (ValueError, KeyError, TypeError, struct.error):
+            break  # a torn or foreign tail: what came before it is whole
+    if not facts:
+        return 0
+    refused = store.write(lambda txn: _put_in_store(store, txn, facts))
+    kept = sum(1 for fact in facts if (fact.run_id, fact.lease) not in refused)
+    log.warning(
+        "took %d run fact(s) logged by a stopped process (%s) into %s",
+        kept,
+        path.name,
+        store.location,
+    )
+    return kept
+
+
+def read_logged(store_folder: Path) -> Iterator[LoggedFact]:
+    """The facts the fact logs of the store in `store_folder` hold now, stopped processes' and
+    live ones' alike, without putting them in the store (what `recover` would take)."""
+    folder = Path(store_folder) / "facts"
+    for path in sorted(folder.glob("*.log")) if folder.is_dir() else []:
+        for payload in read_payloads(path.read_bytes(), _MAGIC):
+            try:
+                yield LoggedFact.decode(payload)
+            except (ValueError, KeyError, TypeError, struct.error):
+                break
+
+
+@atexit.register
+def _close_all() -> None:
+    with _logs_lock:
+        logs = list(_logs.values())
+        _logs.clear()
+    for facts in logs:
+        facts.close(quiet=True)
+
+
+__all__ = [
+    "DIRECT_FACTS",
+    "FOLD_EVERY",
+    "FOLD_SECONDS",
+    "LEASE_MARGIN",
+    "FactLog",
+    "LoggedFact",
+    "folder_of",
+    "for_store",
+    "read_logged",
+    "recover",
+    "release",
+]

@@ -1,0 +1,232 @@
+"""A run's facts appended to the fact log while its worker executes it alone (`fact_log`):
+durable at once, in the store in order when the attempt ends, recovered after a SIGKILL, fenced
+by the lease, never put in the store twice."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from pathlib import Path
+
+import pytest
+
+from pyrula.journal.store import Store
+from pyrula.runtime import RunStore, fact_log, submit
+from pyrula.runtime import signal as send_signal
+from pyrula.runtime.client import RunHandle
+from pyrula.runtime.fact_log import read_logged
+from pyrula.workflows import WorkflowContext, workflow
+from tests.fakes.clock import wait_until
+from tests.runtime.support import WorkerProcess, drive, new_store
+from tests.runtime.worker_app import FAST_HANG_AT, FAST_STEPS
+
+SEEN: dict[str, list[int]] = {}
+
+
+def _in_order_once(events: list) -> None:
+    """Every event once, numbered 1, 2, 3 ... with no gap."""
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    steps = [e.payload["name"] for e in events if e.type == "step:done"]
+    assert len(steps) == len(set(steps))
+
+
+def _logs(store: Store) -> list[Path]:
+    return sorted((Path(store.location) / "facts").glob("*"))
+
+
+# -- one run, alone on its worker -------------------------------------------------------------
+
+
+def _look(store_path: str, run_id: str, i: int) -> int:
+    """A step that notes how many of the run's steps another reader of the store sees now."""
+    other = RunStore(Store(store_path))
+    SEEN.setdefault(run_id, []).append(
+        sum(1 for e in other.events(run_id) if e.type == "step:done")
+    )
+    return i
+
+
+@workflow(name="fact_log.looks")
+async def looks(ctx: WorkflowContext, store_path: str, n: int) -> int:
+    total = 0
+    for i in range(n):
+        total += await ctx.step(f"s{i}", _look, store_path, ctx.run_id, i)
+    return total
+
+
+def test_a_lone_runs_facts_are_logged_then_in_the_store_in_order(monkeypatch):
+    monkeypatch.setattr(fact_log, "FOLD_SECONDS", 3600.0)
+    store = new_store()
+    handle = submit(looks, store.location, 8, store=store)
+    drive(store)
+    assert handle.record.status == "completed" and handle.record.result == sum(range(8))
+    # The first DIRECT_FACTS were committed; the later ones waited in the log while it ran.
+    seen = SEEN[handle.id]
+    assert seen[: fact_log.DIRECT_FACTS + 1] == list(range(fact_log.DIRECT_FACTS + 1))
+    assert seen[-1] == fact_log.DIRECT_FACTS
+    events = RunStore(store).events(handle.id)
+    _in_order_once(events)
+    assert [e.type for e in events][-1] == "run:done"
+    assert sum(1 for e in events if e.type == "step:done") == 8
+    assert _logs(store) == []  # the log went with the attempt
+
+
+def test_logged_facts_are_seen_by_others_within_the_fold_time(monkeypatch):
+    monkeypatch.setattr(fact_log, "FOLD_SECONDS", 0.2)
+    store = new_store()
+
+    @workflow(name="fact_log.waits_to_be_seen")
+    async def waits(ctx: WorkflowContext) -> int:
+        for i in range(5):
+            await ctx.step(f"s{i}", lambda i=i: i)
+        other = RunStore(Store(store.location))
+        # The body goes on only once another reader sees all five: the timer put them there.
+        await ctx.to_thread(
+            wait_until,
+            lambda: sum(1 for e in other.events(ctx.run_id) if e.type == "step:done") == 5,
+            "another reader to see the five logged steps",
+        )
+        return 5
+
+    handle = submit(waits, store=store)
+    drive(store)
+    assert handle.record.status == "completed", handle.record.error
+    _in_order_once(RunStore(store).events(handle.id))
+
+
+# -- an outside fact, a lost lease ------------------------------------------------------------
+
+
+def _poke(store_path: str, run_id: str, i: int) -> int:
+    if i == 5:  # while steps 2-4 wait in the log: the signal takes the number they will need
+        send_signal(run_id, "poke", {"at": i}, store=Store(store_path))
+    return i
+
+
+@workflow(name="fact_log.poked")
+async def poked(ctx: WorkflowContext, store_path: str) -> int:
+    total = 0
+    for i in range(10):
+        total += await ctx.step(f"s{i}", _poke, store_path, ctx.run_id, i)
+    return total
+
+
+def test_a_signal_sent_while_facts_are_logged_is_kept_and_nothing_twice(monkeypatch):
+    monkeypatch.setattr(fact_log, "FOLD_SECONDS", 3600.0)
+    store = new_store()
+    handle = submit(poked, store.location, store=store)
+    drive(store)
+    assert handle.record.status == "completed"
+    events = RunStore(store).events(handle.id)
+    _in_order_once(events)
+    signals = [e.payload for e in events if e.type == "signal"]
+    assert signals == [{"name": "poke", "payload": {"at": 5}}]
+    assert sum(1 for e in events if e.type == "step:done") == 10
+
+
+def _terminate(store_path: str, run_id: str, i: int) -> int:
+    SEEN.setdefault(run_id, []).append(i)
+    if i == 5:  # the run is ended from outside: its lease is gone
+        RunStore(Store(store_path)).terminate(run_id)
+    return i
+
+
+@workflow(name="fact_log.terminated")
+async def terminated(ctx: WorkflowContext, store_path: str) -> int:
+    total = 0
+    for i in range(10):
+        total += await ctx.step(f"s{i}", _terminate, store_path, ctx.run_id, i)
+    return total
+
+
+def test_facts_logged_by_an_attempt_that_lost_its_lease_are_not_put_in_the_store(
+    monkeypatch, caplog
+):
+    monkeypatch.setattr(fact_log, "FOLD_SECONDS", 3600.0)
+    store = new_store()
+    handle = submit(terminated, store.location, store=store)
+    drive(store)
+    assert handle.record.status == "cancelled"
+    events = RunStore(store).events(handle.id)
+    _in_order_once(events)
+    assert events[-1].type == "run:cancelled"  # nothing of the old attempt after it
+    assert SEEN[handle.id] == list(range(6))  # it stopped at the next step
+    assert "lost its lease" in caplog.text
+    assert _logs(store) == []
+
+
+# -- a killed worker, a replayed log, a torn one ----------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_killed_workers_logged_facts_are_taken_by_the_next_and_not_done_again(
+    tmp_path, monkeypatch
+):
+    monkeypatch.setenv("PYRULA_TEST_NO_TIMED_FOLD", "1")
+    store_path, effects, hang = tmp_path / "store", tmp_path / "effects", tmp_path / "hang"
+    effects.touch()
+    hang.touch()
+    store = Store(store_path)
+    handle = RunHandle(
+        submit("fast_steps", str(effects), str(hang), store=store).id, RunStore(store)
+    )
+    worker = WorkerProcess(store_path, "--lease-seconds", "30")
+    try:
+        wait_until(lambda: f"step {FAST_HANG_AT}" in effects.read_text(), "the step that hangs")
+        worker.send(signal.SIGKILL)
+        worker.exit_code()
+    finally:
+        worker.kill()
+    # Steps past the first DIRECT_FACTS are durable only in the killed worker's log.
+    logged = [f.event.payload["name"] for f in read_logged(store_path)]
+    assert logged == [f"s{i}" for i in range(fact_log.DIRECT_FACTS, FAST_HANG_AT)]
+    committed = [e for e in RunStore(store).events(handle.id) if e.type == "step:done"]
+    assert len(committed) == fact_log.DIRECT_FACTS
+    hang.unlink()
+    drive(store)  # takes the run over (its dead worker's lease): the log's facts go in first
+    assert handle.record.status == "completed"
+    assert handle.record.result == sum(range(FAST_STEPS))
+    ran = effects.read_text().splitlines()
+    assert sorted(set(ran)) == sorted(f"step {i}" for i in range(FAST_STEPS))
+    assert ran.count(f"step {FAST_HANG_AT}") == 2  # cut short by the kill, so run again
+    assert len(ran) == FAST_STEPS + 1  # and nothing else twice
+    _in_order_once(RunStore(store).events(handle.id))
+    assert [p.suffix for p in _logs(store)] == []
+
+
+def _copy_at(store_path: str, copies: str, i: int) -> int:
+    if i == 6:  # steps 2-5 wait in the log: copy the store as a crash would leave it
+        shutil.copytree(store_path, copies, ignore=shutil.ignore_patterns("lock.mdb"))
+    return i
+
+
+@workflow(name="fact_log.copied")
+async def copied(ctx: WorkflowContext, store_path: str, copies: str) -> int:
+    total = 0
+    for i in range(8):
+        total += await ctx.step(f"s{i}", _copy_at, store_path, copies, i)
+    return total
+
+
+def test_a_stopped_log_is_put_in_the_store_once_and_up_to_a_torn_entry(tmp_path, monkeypatch):
+    monkeypatch.setattr(fact_log, "FOLD_SECONDS", 3600.0)
+    store = new_store()
+    crashed = tmp_path / "crashed"
+    handle = submit(copied, store.location, str(crashed), store=store)
+    drive(store)
+    assert handle.record.status == "completed"
+    # The copy: the store as of step 6, its log holding steps 2-5, whose process is gone.
+    (log,) = _logs(Store(crashed))
+    torn = tmp_path / "torn"
+    shutil.copytree(crashed, torn)
+    data = log.read_bytes()
+    (torn / "facts" / log.name).write_bytes(data[: data.rindex(b"s5") + 1])  # cut in step 5
+    reopened = RunStore(Store(crashed))  # opening the runs takes a stopped worker's facts
+    steps = [e.payload["name"] for e in reopened.events(handle.id) if e.type == "step:done"]
+    assert steps == [f"s{i}" for i in range(6)]
+    _in_order_once(reopened.events(handle.id))
+    assert _logs(Store(crashed)) == []
+    assert fact_log.recover(reopened.store) == 0  # nothing left to take, nothing twice
+    partial = RunStore(Store(torn))
+    steps = [e.payload["name"] for e in partial.events(handle.id) if e.type == "step:done"]
+    assert steps == [f"s{i}" for i in range(5)]  # up to the torn entry
