@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import logging
 import os
 import struct
 import threading
@@ -30,6 +31,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Generic, TypeVar
 
 from pyrula.errors import StoreError, StoreFull
 from pyrula.journal.lmdb_store import free_bytes
@@ -44,6 +46,8 @@ _HEADER = struct.Struct(">8sQ")
 _ENTRY = struct.Struct(">II")
 _U64 = struct.Struct(">Q")
 U32 = struct.Struct(">I")
+
+log = logging.getLogger("pyrula.journal")
 
 
 class AppendLog:
@@ -243,12 +247,119 @@ class FoldTimer:
             self._timer = None
 
 
+class BatchLog:
+    """What a log of facts waiting to be put in the store shares, whatever the facts: the file,
+    a lock, the fold timer, and closing. A subclass keeps its facts and puts them in the store
+    (`fold`, under `_lock`; it cancels the timer and restarts `_log` once they are in)."""
+
+    noun = "entries"  # what it holds, for log lines
+
+    def __init__(
+        self, folder: Path, magic: bytes, what: str, fold_seconds: Callable[[], float]
+    ) -> None:
+        self._log = AppendLog(folder, magic, what)
+        self.pid = self._log.pid
+        self.path = self._log.path
+        self._lock = threading.Lock()
+        self.users = 0  # counted by its `LogRegistry`
+        # Folds what waits once the oldest has waited `fold_seconds()` (started by an append).
+        self._timer = FoldTimer(self._fold_late, fold_seconds)
+        self._closed = False
+
+    def fold(self) -> int:
+        raise NotImplementedError
+
+    def _fold_late(self) -> None:
+        """The timer's fold: the oldest entry has waited its time."""
+        with self._lock:
+            self._timer.fired()
+        self._fold_logged()
+
+    def _fold_logged(self) -> None:
+        """`fold`, for a caller with nobody to raise to (an append whose entry is already
+        durable, the timer's thread): a failure is logged, and the entries stay for the next
+        fold."""
+        try:
+            self.fold()
+        except Exception as exc:
+            log.warning("%s in %s wait for the next fold: %s", self.noun, self.path, exc)
+
+    def close(self, *, quiet: bool = False) -> None:
+        """Fold what is logged and delete the log. If the fold fails, the file stays (the next
+        opener of the store recovers it) and the error is raised, or logged when `quiet`."""
+        if os.getpid() != self.pid:
+            return
+        try:
+            self.fold()
+        except StoreError as exc:
+            self._shut(delete=False)  # its lock goes with it: the log is now a stopped one's
+            if not quiet:
+                raise
+            log.error("%s stay in %s for the next opener: %s", self.noun, self.path, exc)
+            return
+        self._shut(delete=True)
+
+    def _shut(self, *, delete: bool) -> None:
+        with self._lock:  # a timer's fold after this finds the log closed
+            self._closed = True
+            self._timer.cancel()
+            self._log.close(delete=delete)
+
+
+L = TypeVar("L", bound=BatchLog)
+
+
+class LogRegistry(Generic[L]):
+    """This process's log of one kind per store folder, shared by its users (cassette blocks,
+    attempts) and closed with the last of them, or at exit."""
+
+    def __init__(self) -> None:
+        self._logs: dict[str, L] = {}
+        self.lock = threading.Lock()
+
+    def use(self, folder: Path, make: Callable[[], L], stale: Callable[[L], bool]) -> L:
+        """The log for `folder` counted as one more user, made by `make` if there is none (or
+        the one there is `stale`: another process's, or its store's closed)."""
+        with self.lock:
+            found = self._logs.get(str(folder))
+            if found is None or found.pid != os.getpid() or stale(found):
+                found = self._logs[str(folder)] = make()
+            found.users += 1
+            return found
+
+    def current(self, folder: Path) -> L | None:
+        with self.lock:
+            return self._logs.get(str(folder))
+
+    def release(self, used: L) -> None:
+        """A user is done with `used`: fold it; the last user also deletes the file (so a
+        suite of many stores keeps no file open per store)."""
+        with self.lock:
+            used.users -= 1
+            last = used.users == 0
+            if last and self._logs.get(str(used.path.parent)) is used:
+                del self._logs[str(used.path.parent)]
+        if last:
+            used.close()
+        else:
+            used.fold()
+
+    def close_all(self) -> None:
+        with self.lock:
+            logs = list(self._logs.values())
+            self._logs.clear()
+        for each in logs:
+            each.close(quiet=True)
+
+
 __all__ = [
     "U32",
     "UNFINISHED_SECONDS",
     "AppendLog",
+    "BatchLog",
     "FieldReader",
     "FoldTimer",
+    "LogRegistry",
     "field",
     "read_payloads",
     "stopped_logs",

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import atexit
 import logging
-import os
 import struct
-import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,9 +26,9 @@ from typing import TYPE_CHECKING
 from pyrula.errors import StoreError
 from pyrula.journal.append_log import (
     U32,
-    AppendLog,
+    BatchLog,
     FieldReader,
-    FoldTimer,
+    LogRegistry,
     field,
     read_payloads,
     stopped_logs,
@@ -53,22 +51,17 @@ _MAGIC = b"PYRPEND1"
 log = logging.getLogger("pyrula.journal")
 
 
-class PendingLog:
+class PendingLog(BatchLog):
     """This process's pending recordings for one store (`for_exchanges`): thread-safe."""
 
+    noun = "pending recordings"
+
     def __init__(self, exchanges: Exchanges, folder: Path) -> None:
+        super().__init__(folder, _MAGIC, "pending log", lambda: FOLD_SECONDS)
         self.exchanges = exchanges
-        self._log = AppendLog(folder, _MAGIC, "pending log")
-        self.pid = self._log.pid
-        self.path = self._log.path
-        self._lock = threading.Lock()
-        self.users = 0  # the blocks using it (`for_exchanges`, `release`)
         self._entries: list[PreparedExchange] = []
         self._keys: set[bytes] = set()
         self._sent: set[bytes] = set()
-        # Folds what waits once the oldest has waited FOLD_SECONDS (started by an append).
-        self._timer = FoldTimer(self._fold_late, lambda: FOLD_SECONDS)
-        self._closed = False
 
     def holds(self, key: bytes) -> bool:
         """Whether a recording under `key` waits here (the store does not have it yet)."""
@@ -93,21 +86,6 @@ class PendingLog:
         if full:
             self._fold_logged()
 
-    def _fold_late(self) -> None:
-        """The timer's fold: the oldest pending recording has waited `FOLD_SECONDS`."""
-        with self._lock:
-            self._timer.fired()
-        self._fold_logged()
-
-    def _fold_logged(self) -> None:
-        """`fold`, for a caller with nobody to raise to (an append whose recording is already
-        durable, the timer's thread): a failure is logged, and the recordings stay for the next
-        fold (the block's end at the latest)."""
-        try:
-            self.fold()
-        except Exception as exc:
-            log.warning("pending recordings in %s wait for the next fold: %s", self.path, exc)
-
     def fold(self) -> int:
         """Put every pending recording in the store in one transaction; return how many. The
         log is then emptied; if the write fails, the recordings stay here (and on disk)."""
@@ -128,27 +106,6 @@ class PendingLog:
             self._timer.cancel()
             self._log.restart()  # a crash before the next flush replays what `recover` skips
             return len(entries)
-
-    def close(self, *, quiet: bool = False) -> None:
-        """Fold what is pending and delete the log. If the fold fails, the file stays (the next
-        opener of the store recovers it) and the error is raised, or logged when `quiet`."""
-        if os.getpid() != self.pid:
-            return
-        try:
-            self.fold()
-        except StoreError as exc:
-            self._shut(delete=False)  # and with the file its lock: the log is now a stopped one's
-            if not quiet:
-                raise
-            log.error("pending recordings stay in %s for the next opener: %s", self.path, exc)
-            return
-        self._shut(delete=True)
-
-    def _shut(self, *, delete: bool) -> None:
-        with self._lock:  # a timer's fold after this finds the log closed
-            self._closed = True
-            self._timer.cancel()
-            self._log.close(delete=delete)
 
 
 def _encode(prepared: PreparedExchange) -> bytes:
@@ -192,9 +149,8 @@ def read_entries_of(payloads: Iterable[bytes]) -> Iterator[PreparedExchange]:
             return
 
 
-_logs: dict[str, PendingLog] = {}
+_logs: LogRegistry[PendingLog] = LogRegistry()
 _recovered: set[tuple[str, int]] = set()
-_logs_lock = threading.Lock()
 
 
 def goes_to_log(recorded: int, since_last: float) -> bool:
@@ -220,28 +176,17 @@ def for_exchanges(exchanges: Exchanges) -> PendingLog | None:
     folder = folder_of(exchanges)
     if folder is None:
         return None
-    where = str(folder)
-    with _logs_lock:
-        found = _logs.get(where)
-        if found is None or found.pid != os.getpid() or found.exchanges.store.closed:
-            found = PendingLog(exchanges, folder)
-            _logs[where] = found
-        found.users += 1
-        return found
+    return _logs.use(
+        folder,
+        lambda: PendingLog(exchanges, folder),
+        lambda found: found.exchanges.store.closed,
+    )
 
 
 def release(pending: PendingLog) -> None:
     """A block is done with `pending`: fold it; the last block using it also deletes the file
     (so a suite of many stores keeps no file open per store)."""
-    with _logs_lock:
-        pending.users -= 1
-        last = pending.users == 0
-        if last and _logs.get(str(pending.path.parent)) is pending:
-            del _logs[str(pending.path.parent)]
-    if last:
-        pending.close()
-    else:
-        pending.fold()
+    _logs.release(pending)
 
 
 def recover(exchanges: Exchanges, *, again: bool = False) -> int:
@@ -252,7 +197,7 @@ def recover(exchanges: Exchanges, *, again: bool = False) -> int:
     if folder is None:
         return 0
     opened = (str(folder), id(exchanges.store.shared_handle()))
-    with _logs_lock:
+    with _logs.lock:
         if opened in _recovered and not again:
             return 0
         _recovered.add(opened)
@@ -295,13 +240,7 @@ def _not_older(old: bytes, prepared: PreparedExchange) -> bool:
         return False
 
 
-@atexit.register
-def _close_all() -> None:
-    with _logs_lock:
-        logs = list(_logs.values())
-        _logs.clear()
-    for pending in logs:
-        pending.close(quiet=True)
+atexit.register(_logs.close_all)
 
 
 __all__ = [

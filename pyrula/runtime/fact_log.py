@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import struct
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,9 +35,9 @@ from typing import Any
 
 from pyrula.errors import StoreError
 from pyrula.journal.append_log import (
-    AppendLog,
+    BatchLog,
     FieldReader,
-    FoldTimer,
+    LogRegistry,
     field,
     read_payloads,
     stopped_logs,
@@ -97,22 +96,18 @@ class LoggedFact:
         return cls(run_id, lease, event, value, withheld)
 
 
-class FactLog:
+class FactLog(BatchLog):
     """This process's logged facts for one store (`for_store`): thread-safe."""
 
+    noun = "run facts"
+
     def __init__(self, store: Store, folder: Path) -> None:
+        super().__init__(folder, _MAGIC, "fact log", lambda: FOLD_SECONDS)
         self.store = store
-        self._log = AppendLog(folder, _MAGIC, "fact log")
-        self.pid = self._log.pid
-        self.path = self._log.path
-        self._lock = threading.Lock()
-        self.users = 0  # the attempts using it (`for_store`, `release`)
         self._facts: list[LoggedFact] = []
         self._runs: dict[str, int] = {}  # run -> facts of it waiting here
         # (run, lease) of attempts whose facts a fold found fenced out: they have ended.
         self._refused: set[tuple[str, bytes]] = set()
-        self._timer = FoldTimer(self._fold_late, lambda: FOLD_SECONDS)
-        self._closed = False
 
     def holds(self, run_id: str) -> bool:
         """Whether facts of `run_id` wait here (the store does not have them yet)."""
@@ -136,18 +131,6 @@ class FactLog:
         if full:
             self._fold_logged()
 
-    def _fold_late(self) -> None:
-        with self._lock:
-            self._timer.fired()
-        self._fold_logged()
-
-    def _fold_logged(self) -> None:
-        """`fold` with nobody to raise to: a failure is logged, the facts wait for the next."""
-        try:
-            self.fold()
-        except Exception as exc:
-            log.warning("run facts in %s wait for the next fold: %s", self.path, exc)
-
     def fold(self) -> int:
         """Put every logged fact in the store in one transaction; return how many were taken.
         If the write fails, the facts stay here (and on disk) and the error is raised."""
@@ -161,27 +144,6 @@ class FactLog:
             self._timer.cancel()
             self._log.restart()
             return len(facts)
-
-    def close(self, *, quiet: bool = False) -> None:
-        """Fold what is logged and delete the log. If the fold fails, the file stays (the next
-        opener of the store recovers it) and the error is raised, or logged when `quiet`."""
-        if os.getpid() != self.pid:
-            return
-        try:
-            self.fold()
-        except StoreError as exc:
-            self._shut(delete=False)  # its lock goes with it: the log is now a stopped one's
-            if not quiet:
-                raise
-            log.error("run facts stay in %s for the next opener: %s", self.path, exc)
-            return
-        self._shut(delete=True)
-
-    def _shut(self, *, delete: bool) -> None:
-        with self._lock:  # a timer's fold after this finds the log closed
-            self._closed = True
-            self._timer.cancel()
-            self._log.close(delete=delete)
 
 
 def _put_in_store(store: Store, txn: Txn, facts: Iterable[LoggedFact]) -> set[tuple[str, bytes]]:
@@ -238,9 +200,8 @@ def _after_last(txn: Txn, events: Any, fact: LoggedFact) -> int:
     return int(last) + 1
 
 
-_logs: dict[str, FactLog] = {}
+_logs: LogRegistry[FactLog] = LogRegistry()
 _recovered: set[tuple[str, int]] = set()
-_logs_lock = threading.Lock()
 
 
 def folder_of(store: Store) -> Path | None:
@@ -257,26 +218,12 @@ def for_store(store: Store) -> FactLog | None:
     folder = folder_of(store)
     if folder is None:
         return None
-    where = str(folder)
-    with _logs_lock:
-        found = _logs.get(where)
-        if found is None or found.pid != os.getpid() or found.store.closed:
-            found = _logs[where] = FactLog(store, folder)
-        found.users += 1
-        return found
+    return _logs.use(folder, lambda: FactLog(store, folder), lambda found: found.store.closed)
 
 
 def release(facts: FactLog) -> None:
     """An attempt is done with `facts`: fold them; the last user also deletes the file."""
-    with _logs_lock:
-        facts.users -= 1
-        last = facts.users == 0
-        if last and _logs.get(str(facts.path.parent)) is facts:
-            del _logs[str(facts.path.parent)]
-    if last:
-        facts.close()
-    else:
-        facts.fold()
+    _logs.release(facts)
 
 
 def recover(store: Store, *, again: bool = True) -> int:
@@ -286,11 +233,11 @@ def recover(store: Store, *, again: bool = True) -> int:
     if folder is None:
         return 0
     opened = (str(folder), id(store.shared_handle()))
-    with _logs_lock:
+    with _logs.lock:
         if opened in _recovered and not again:
             return 0
         _recovered.add(opened)
-        own = _logs.get(str(folder))
+    own = _logs.current(folder)
     put = 0
     if own is not None and own.pid == os.getpid() and not own.store.closed:
         put += own.fold()
@@ -333,13 +280,7 @@ def read_logged(store_folder: Path) -> Iterator[LoggedFact]:
                 break
 
 
-@atexit.register
-def _close_all() -> None:
-    with _logs_lock:
-        logs = list(_logs.values())
-        _logs.clear()
-    for facts in logs:
-        facts.close(quiet=True)
+atexit.register(_logs.close_all)
 
 
 __all__ = [
