@@ -37,27 +37,52 @@ def _logs(store: Store) -> list[Path]:
 # -- one run, alone on its worker -------------------------------------------------------------
 
 
-def _look(store_path: str, run_id: str, i: int) -> int:
-    """A step that notes how many of the run's steps another reader of the store sees now."""
+def _look(store_path: str, run_id: str, i: int) -> None:
+    """Note how many of the run's steps another reader of the store sees now."""
     other = RunStore(Store(store_path))
     SEEN.setdefault(run_id, []).append(
         sum(1 for e in other.events(run_id) if e.type == "step:done")
     )
+
+
+def _poke(store_path: str, run_id: str, i: int) -> None:
+    if i == 5:  # while steps 2-4 wait in the log: the signal takes the number they will need
+        send_signal(run_id, "poke", {"at": i}, store=Store(store_path))
+
+
+def _terminate(store_path: str, run_id: str, i: int) -> None:
+    SEEN.setdefault(run_id, []).append(i)
+    if i == 5:  # the run is ended from outside: its lease is gone
+        RunStore(Store(store_path)).terminate(run_id)
+
+
+def _copy_at(store_path: str, run_id: str, i: int) -> None:
+    if i == 6:  # steps 2-5 wait in the log: copy the store as a crash would leave it
+        copies = Path(store_path).parent / f"{Path(store_path).name}-crashed"
+        shutil.copytree(store_path, copies, ignore=shutil.ignore_patterns("lock.mdb"))
+
+
+ACTIONS = {"look": _look, "poke": _poke, "terminate": _terminate, "copy": _copy_at}
+
+
+def _step(store_path: str, run_id: str, action: str, i: int) -> int:
+    ACTIONS[action](store_path, run_id, i)
     return i
 
 
-@workflow(name="fact_log.looks")
-async def looks(ctx: WorkflowContext, store_path: str, n: int) -> int:
+@workflow(name="fact_log.steps")
+async def steps(ctx: WorkflowContext, store_path: str, action: str, n: int) -> int:
+    """`n` steps, each doing `action` before it returns its index."""
     total = 0
     for i in range(n):
-        total += await ctx.step(f"s{i}", _look, store_path, ctx.run_id, i)
+        total += await ctx.step(f"s{i}", _step, store_path, ctx.run_id, action, i)
     return total
 
 
 def test_a_lone_runs_facts_are_logged_then_in_the_store_in_order(monkeypatch):
     monkeypatch.setattr(fact_log, "FOLD_SECONDS", 3600.0)
     store = new_store()
-    handle = submit(looks, store.location, 8, store=store)
+    handle = submit(steps, store.location, "look", 8, store=store)
     drive(store)
     assert handle.record.status == "completed" and handle.record.result == sum(range(8))
     # The first DIRECT_FACTS were committed; the later ones waited in the log while it ran.
@@ -97,24 +122,10 @@ def test_logged_facts_are_seen_by_others_within_the_fold_time(monkeypatch):
 # -- an outside fact, a lost lease ------------------------------------------------------------
 
 
-def _poke(store_path: str, run_id: str, i: int) -> int:
-    if i == 5:  # while steps 2-4 wait in the log: the signal takes the number they will need
-        send_signal(run_id, "poke", {"at": i}, store=Store(store_path))
-    return i
-
-
-@workflow(name="fact_log.poked")
-async def poked(ctx: WorkflowContext, store_path: str) -> int:
-    total = 0
-    for i in range(10):
-        total += await ctx.step(f"s{i}", _poke, store_path, ctx.run_id, i)
-    return total
-
-
 def test_a_signal_sent_while_facts_are_logged_is_kept_and_nothing_twice(monkeypatch):
     monkeypatch.setattr(fact_log, "FOLD_SECONDS", 3600.0)
     store = new_store()
-    handle = submit(poked, store.location, store=store)
+    handle = submit(steps, store.location, "poke", 10, store=store)
     drive(store)
     assert handle.record.status == "completed"
     events = RunStore(store).events(handle.id)
@@ -124,27 +135,12 @@ def test_a_signal_sent_while_facts_are_logged_is_kept_and_nothing_twice(monkeypa
     assert sum(1 for e in events if e.type == "step:done") == 10
 
 
-def _terminate(store_path: str, run_id: str, i: int) -> int:
-    SEEN.setdefault(run_id, []).append(i)
-    if i == 5:  # the run is ended from outside: its lease is gone
-        RunStore(Store(store_path)).terminate(run_id)
-    return i
-
-
-@workflow(name="fact_log.terminated")
-async def terminated(ctx: WorkflowContext, store_path: str) -> int:
-    total = 0
-    for i in range(10):
-        total += await ctx.step(f"s{i}", _terminate, store_path, ctx.run_id, i)
-    return total
-
-
 def test_facts_logged_by_an_attempt_that_lost_its_lease_are_not_put_in_the_store(
     monkeypatch, caplog
 ):
     monkeypatch.setattr(fact_log, "FOLD_SECONDS", 3600.0)
     store = new_store()
-    handle = submit(terminated, store.location, store=store)
+    handle = submit(steps, store.location, "terminate", 10, store=store)
     drive(store)
     assert handle.record.status == "cancelled"
     events = RunStore(store).events(handle.id)
@@ -194,25 +190,11 @@ def test_a_killed_workers_logged_facts_are_taken_by_the_next_and_not_done_again(
     assert [p.suffix for p in _logs(store)] == []
 
 
-def _copy_at(store_path: str, copies: str, i: int) -> int:
-    if i == 6:  # steps 2-5 wait in the log: copy the store as a crash would leave it
-        shutil.copytree(store_path, copies, ignore=shutil.ignore_patterns("lock.mdb"))
-    return i
-
-
-@workflow(name="fact_log.copied")
-async def copied(ctx: WorkflowContext, store_path: str, copies: str) -> int:
-    total = 0
-    for i in range(8):
-        total += await ctx.step(f"s{i}", _copy_at, store_path, copies, i)
-    return total
-
-
 def test_a_stopped_log_is_put_in_the_store_once_and_up_to_a_torn_entry(tmp_path, monkeypatch):
     monkeypatch.setattr(fact_log, "FOLD_SECONDS", 3600.0)
     store = new_store()
-    crashed = tmp_path / "crashed"
-    handle = submit(copied, store.location, str(crashed), store=store)
+    crashed = Path(f"{store.location}-crashed")
+    handle = submit(steps, store.location, "copy", 8, store=store)
     drive(store)
     assert handle.record.status == "completed"
     # The copy: the store as of step 6, its log holding steps 2-5, whose process is gone.
@@ -222,11 +204,11 @@ def test_a_stopped_log_is_put_in_the_store_once_and_up_to_a_torn_entry(tmp_path,
     data = log.read_bytes()
     (torn / "facts" / log.name).write_bytes(data[: data.rindex(b"s5") + 1])  # cut in step 5
     reopened = RunStore(Store(crashed))  # opening the runs takes a stopped worker's facts
-    steps = [e.payload["name"] for e in reopened.events(handle.id) if e.type == "step:done"]
-    assert steps == [f"s{i}" for i in range(6)]
+    done = [e.payload["name"] for e in reopened.events(handle.id) if e.type == "step:done"]
+    assert done == [f"s{i}" for i in range(6)]
     _in_order_once(reopened.events(handle.id))
     assert _logs(Store(crashed)) == []
     assert fact_log.recover(reopened.store) == 0  # nothing left to take, nothing twice
     partial = RunStore(Store(torn))
-    steps = [e.payload["name"] for e in partial.events(handle.id) if e.type == "step:done"]
-    assert steps == [f"s{i}" for i in range(5)]  # up to the torn entry
+    done = [e.payload["name"] for e in partial.events(handle.id) if e.type == "step:done"]
+    assert done == [f"s{i}" for i in range(5)]  # up to the torn entry
