@@ -70,7 +70,9 @@ class AppendLog:
             raise self._cannot_write(exc) from exc
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX)  # held while in use: `stopped_logs` skips it
-            self._write(_HEADER.pack(magic, self.generation), 0)
+            # The header, and zeros for the first entries, in one write and one flush.
+            self._write(_HEADER.pack(magic, self.generation) + bytes(_AHEAD_FIRST), 0, flush=True)
+            self._allocated = _HEADER.size + _AHEAD_FIRST
             os.rename(making, self.path)
         except BaseException as exc:
             os.close(self._fd)
@@ -315,7 +317,28 @@ class LogRegistry(Generic[L]):
 
     def __init__(self) -> None:
         self._logs: dict[str, L] = {}
+        self._pins: dict[str, int] = {}  # folders whose log outlives its users (`pin`)
         self.lock = threading.Lock()
+
+    def pin(self, folder: Path) -> None:
+        """Keep `folder`'s log open between users until `unpin` (a worker keeps its fact log
+        from one run to the next, rather than making a file for each)."""
+        with self.lock:
+            self._pins[str(folder)] = self._pins.get(str(folder), 0) + 1
+
+    def unpin(self, folder: Path) -> None:
+        """Undo one `pin`; the log is closed now if nothing else uses or pins it."""
+        where = str(folder)
+        with self.lock:
+            self._pins[where] -= 1
+            if self._pins[where]:
+                return
+            del self._pins[where]
+            found = self._logs.get(where)
+            if found is None or found.users or found.pid != os.getpid():
+                return
+            del self._logs[where]
+        found.close()
 
     def use(self, folder: Path, make: Callable[[], L], stale: Callable[[L], bool]) -> L:
         """The log for `folder` counted as one more user, made by `make` if there is none (or
@@ -334,11 +357,12 @@ class LogRegistry(Generic[L]):
     def release(self, used: L) -> None:
         """A user is done with `used`: fold it; the last user also deletes the file (so a
         suite of many stores keeps no file open per store)."""
+        where = str(used.path.parent)
         with self.lock:
             used.users -= 1
-            last = used.users == 0
-            if last and self._logs.get(str(used.path.parent)) is used:
-                del self._logs[str(used.path.parent)]
+            last = used.users == 0 and not self._pins.get(where)
+            if last and self._logs.get(where) is used:
+                del self._logs[where]
         if last:
             used.close()
         else:

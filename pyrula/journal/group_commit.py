@@ -100,6 +100,11 @@ class GroupCommit:
             self._runs -= 1
 
     @property
+    def runs(self) -> int:
+        """How many runs execute on this loop now (`executing`)."""
+        return self._runs
+
+    @property
     def alone(self) -> bool:
         """Whether at most one run executes on this loop over a local store: its groups are
         then committed on the loop's own thread."""

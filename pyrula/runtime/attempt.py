@@ -12,9 +12,9 @@ import asyncio
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
 from pyrula.errors import (
     DurableInvocationCancelled,
@@ -23,6 +23,7 @@ from pyrula.errors import (
     UnjournaledSurface,
 )
 from pyrula.journal.group_commit import group_commit
+from pyrula.journal.store import Txn
 from pyrula.journal.wakeups import Wakeups
 from pyrula.runtime import fact_log
 from pyrula.runtime.calls import current_run
@@ -35,6 +36,7 @@ from pyrula.runtime.positions import Positions
 from pyrula.runtime.runstore import Event, Lease, RunRecord, RunStore
 from pyrula.runtime.session import RunSession
 
+T = TypeVar("T")
 # How old a cancel check's "nothing announced since" may be before the flag is read again.
 CANCEL_RECHECK_SECONDS = 0.25
 
@@ -93,8 +95,9 @@ class Attempt:
         # The facts `awrite` has journaled, when the last was, and the log it appends them to
         # while the run executes alone (`fact_log`; False where the store has none).
         self._facts_written = 0
-        self._last_fact_at = 0.0
+        self._last_fact_at = time.monotonic()
         self._fact_log: FactLog | bool | None = None
+        self._executing = False  # counted on its loop's group commit (`executing`)
         # Before the last cancel check that found none (PostgreSQL): the wake-up count, this
         # process's own cancels, the time.
         self._quiet_since: tuple[int, int, float] | None = None
@@ -153,6 +156,9 @@ class Attempt:
             event = Event(self.last_seq + 1, kind, time.time(), payload)
             facts.append(LoggedFact.of(self.run.id, self._lease_value, event, withheld))
             self.remember([event])
+            # As a commit's wait would: the loop's other tasks (the heartbeat, the claims, a run
+            # starting) get their turn, and one that starts ends this run's logging.
+            await asyncio.sleep(0)
             return event
         self.settle_facts()
         event = await append_grouped(
@@ -171,7 +177,7 @@ class Attempt:
         """The log the next fact goes to, or None to commit it: not one of the attempt's first
         `DIRECT_FACTS`, nor one long after the last (it would be put in the store alone), nor
         near the lease's end, nor while other runs execute on the loop (their group commit
-        shares its flushes already)."""
+        shares its flushes already, and a fold would hold them up)."""
         now = time.monotonic()
         since, self._last_fact_at = now - self._last_fact_at, now
         self._facts_written += 1
@@ -179,7 +185,9 @@ class Attempt:
             return None
         if self.lease_deadline - time.time() < fact_log.LEASE_MARGIN:
             return None
-        if self._fact_log is False or not group_commit(self.journal.store).alone:
+        group = group_commit(self.journal.store)
+        others = group.runs - (1 if self._executing else 0)
+        if self._fact_log is False or others or not group.alone:
             return None
         if self._fact_log is None:
             self._fact_log = fact_log.for_store(self.journal.store) or False
@@ -197,6 +205,14 @@ class Attempt:
             if facts.holds(self.run.id):
                 facts.fold()
             self._refuse_if_fenced(facts)
+
+    def commit(self, write: Callable[[Txn], T]) -> T:
+        """Commit `write` (the attempt's closing write, fenced by its own lease check) with the
+        facts it has logged, in one transaction."""
+        facts = self._fact_log
+        if isinstance(facts, FactLog) and facts.holds(self.run.id):
+            return facts.fold_with(write)
+        return self.journal.store.write(write, scope=(self.run.id,))
 
     def release_facts(self) -> None:
         """The attempt is over: put what it logged in the store (a failure is logged: the facts
@@ -220,7 +236,11 @@ class Attempt:
         """Around the body: counts the run on its loop's group commit, which commits on the
         loop's own thread while a single run executes there (`journal.group_commit`)."""
         with group_commit(self.journal.store).executing():
-            yield
+            self._executing = True
+            try:
+                yield
+            finally:
+                self._executing = False
 
     def check_cancel(self) -> None:
         """A boundary: stop here if the run was cancelled, or handed off by a draining worker."""

@@ -28,10 +28,11 @@ import json
 import logging
 import os
 import struct
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pyrula.errors import StoreError
 from pyrula.journal.append_log import (
@@ -47,8 +48,9 @@ from pyrula.runtime.leases import lease_key
 from pyrula.runtime.records import SEQ, Event, dump_json, event_key
 from pyrula.runtime.withheld import withheld_key
 
-# An attempt's first facts are committed one by one: a run of a few steps gains nothing.
-DIRECT_FACTS = 2
+# How many of an attempt's first facts are committed rather than logged: none, since a run's
+# logged facts go into the store with its closing event, in its commit.
+DIRECT_FACTS = 0
 FOLD_EVERY = 1024
 FOLD_BYTES = 8 << 20
 # Facts wait at most about this long to be seen by other processes (`pyrula runs show`).
@@ -59,6 +61,7 @@ LEASE_MARGIN = 3 * FOLD_SECONDS
 _MAGIC = b"PYRFACT1"
 
 log = logging.getLogger("pyrula.runtime")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,15 +138,34 @@ class FactLog(BatchLog):
         """Put every logged fact in the store in one transaction; return how many were taken.
         If the write fails, the facts stay here (and on disk) and the error is raised."""
         with self._lock:
-            facts = self._facts
-            if not facts or self._closed:
-                return 0
-            refused = self.store.write(lambda txn: _put_in_store(self.store, txn, facts))
-            self._refused |= refused
-            self._facts, self._runs = [], {}
-            self._timer.cancel()
-            self._log.restart()
-            return len(facts)
+            count = len(self._facts)
+            return count if self._fold(lambda txn: None) else 0
+
+    def fold_with(self, write: Callable[[Txn], T]) -> T:
+        """`fold`, with `write` in the same transaction, after the facts; returns its result.
+        If it raises, nothing is written and the facts stay here."""
+        with self._lock:
+            done = self._fold(write)
+        if not done:  # nothing was logged (or the log is closed): `write` alone
+            return self.store.write(write)
+        return done[0]
+
+    def _fold(self, also: Callable[[Txn], T]) -> list[T]:
+        """Under the lock: the facts, then `also`, in one transaction; [its result], or [] when
+        there were no facts (and nothing was written)."""
+        facts = self._facts
+        if not facts or self._closed:
+            return []
+
+        def write(txn: Txn) -> tuple[set[tuple[str, bytes]], T]:
+            return _put_in_store(self.store, txn, facts), also(txn)
+
+        refused, result = self.store.write(write)
+        self._refused |= refused
+        self._facts, self._runs = [], {}
+        self._timer.cancel()
+        self._log.restart()
+        return [result]
 
 
 def _put_in_store(store: Store, txn: Txn, facts: Iterable[LoggedFact]) -> set[tuple[str, bytes]]:
@@ -221,6 +243,21 @@ def for_store(store: Store) -> FactLog | None:
     return _logs.use(folder, lambda: FactLog(store, folder), lambda found: found.store.closed)
 
 
+@contextmanager
+def kept_open(store: Store) -> Iterator[None]:
+    """Keep this process's fact log for `store` open while the block lasts (a worker's life),
+    from one attempt to the next: a file made once, not once per run."""
+    folder = folder_of(store)
+    if folder is None:
+        yield
+        return
+    _logs.pin(folder)
+    try:
+        yield
+    finally:
+        _logs.unpin(folder)
+
+
 def release(facts: FactLog) -> None:
     """An attempt is done with `facts`: fold them; the last user also deletes the file."""
     _logs.release(facts)
@@ -292,6 +329,7 @@ __all__ = [
     "LoggedFact",
     "folder_of",
     "for_store",
+    "kept_open",
     "read_logged",
     "recover",
     "release",

@@ -188,8 +188,7 @@ class RunStore(RunPurging, WithheldValues):
                 records = txn.get_many(queued[index : index + 64], db=self._runs)
             for key in queued[index : index + 64]:
                 raw = records.get(key)
-                data = None if raw is None else json.loads(raw)
-                if data is None or not self._claimable(data, names, now):
+                if raw is None or not self._claimable(data := json.loads(raw), names, now):
                     continue
                 if data["status"] == RUNNING:  # taken over: its facts still in a log go first
                     fact_log.recover(self.store)
@@ -406,9 +405,11 @@ class RunStore(RunPurging, WithheldValues):
         error: dict[str, Any] | None = None,
         wake_at: float | None = None,
         withheld: dict[str, Any] | None = None,
+        through: Callable[[Callable[[Txn], Event]], Event] | None = None,
     ) -> Event:
-        """End an attempt: write its closing event and the run's new status in one commit
-        (and, below the io capture level, its withheld outcome under `"run"`)."""
+        """End an attempt: its closing event, the run's new status (and below `io` its withheld
+        outcome) in one commit, made by `through` if given (`Attempt.commit`: its logged facts
+        go in the same one)."""
 
         def write(txn: Txn) -> Event:
             self.check_lease(txn, run_id, lease)
@@ -429,7 +430,7 @@ class RunStore(RunPurging, WithheldValues):
             txn.wake()  # parked or finished: a parent or a waiter may look again
             return event
 
-        return self.store.write(write, scope=(run_id,))
+        return through(write) if through else self.store.write(write, scope=(run_id,))
 
     def update(self, run_id: str, **changes: Any) -> RunRecord:
         """Change fields of a run outside any attempt (cancel, answer, wake)."""

@@ -437,6 +437,7 @@ class RunSession:
         extra: dict[str, Any] | None = None,
     ) -> None:
         """Journal a call's outcome and its `llm:done` in one transaction fenced by the lease."""
+        self._attempt.settle_facts()  # what the attempt logged goes first, in order
         written: list[Event] = []
 
         def with_event(txn: Txn, record: ExchangeRecord) -> None:

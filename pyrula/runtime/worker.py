@@ -34,6 +34,7 @@ from pyrula.errors import (
 from pyrula.journal.async_store import acall
 from pyrula.journal.store import Store, open_store
 from pyrula.journal.wakeups import WAKE_FALLBACK_SECONDS
+from pyrula.runtime import fact_log
 from pyrula.runtime.calls import running
 from pyrula.runtime.failures import describe_error
 from pyrula.runtime.records import (
@@ -153,6 +154,10 @@ class Worker:
 
     async def run(self, *, until_idle: bool = False, max_runs: int | None = None) -> int:
         """Work until stopped; returns how many attempts this worker executed."""
+        with fact_log.kept_open(self.store):  # one fact log for all its runs (`fact_log`)
+            return await self._work(until_idle, max_runs)
+
+    async def _work(self, until_idle: bool, max_runs: int | None) -> int:
         executed = 0
         running: set[asyncio.Task[None]] = set()
         wake = self.store.wakeups()  # LISTEN/NOTIFY on PostgreSQL; None (poll) on LMDB
@@ -310,7 +315,7 @@ class Worker:
             events=events,
         )
         begun = {"attempt": lease.attempt, "worker": self.worker_id}
-        await acall(store, attempt.write, "run:attempt", begun)
+        await attempt.awrite("run:attempt", begun)
         context_cls = AgentContext if definition.kind == "agent" else WorkflowContext
         ctx = context_cls(attempt)
         args, kwargs = data.get("args", []), data.get("kwargs", {})
@@ -374,7 +379,6 @@ class Worker:
             if outcome.status in TERMINAL:
                 await acall(store, self._close_children, attempt)
             try:
-                await acall(store, attempt.settle_facts)  # what it logged goes first, in order
                 await acall(  # off the loop on PostgreSQL: the worker's other runs go on
                     self.store,
                     self.journal.finish,
@@ -387,6 +391,7 @@ class Worker:
                     error=outcome.error,
                     wake_at=outcome.wake_at,
                     withheld=outcome.withheld,
+                    through=attempt.commit,  # with the facts it logged, in the same commit
                 )
             except RunAttemptEnded:
                 log_lost(run, lease)

@@ -154,9 +154,10 @@ _CHECKPOINTS: dict[int, list[tuple[set[str], int, int, int]]] = {}
 
 @pytest.mark.slow
 def test_a_lone_run_killed_mid_step_resumes_without_repeating_its_journaled_steps(tmp_path):
-    """A worker executing one run commits its facts on its own loop thread (no committer
-    thread). SIGKILLed inside step 2, with steps 0 and 1 journaled: a second worker finishes
-    the run, steps 0 and 1 never run again, step 2 runs again whole."""
+    """A worker executing one run journals its facts on its own loop thread (no committer
+    thread), after the first in its fact log. SIGKILLed inside step 2, with steps 0 and 1
+    journaled: a second worker finishes the run, steps 0 and 1 never run again, step 2 runs
+    again whole."""
     store_path, effects, gates = tmp_path / "store", tmp_path / "effects.log", tmp_path / "gates"
     effects.touch()
     gates.mkdir()
@@ -168,8 +169,7 @@ def test_a_lone_run_killed_mid_step_resumes_without_repeating_its_journaled_step
     first = WorkerProcess(store_path)
     try:
         wait_until(lambda: "start 2" in effects.read_text().splitlines(), "step 2 to start")
-        done = {e.payload["name"] for e in journal.events(handle.id) if e.type == "step:done"}
-        assert done == {"s0", "s1"}
+        assert _done_steps(journal, handle.id, store_path) == {"s0", "s1"}  # s1 in its fact log
         first.send(signal.SIGKILL)
         assert first.exit_code() == -signal.SIGKILL
     finally:

@@ -4,6 +4,7 @@ by the lease, never put in the store twice."""
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import signal
 from pathlib import Path
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from pyrula.journal.store import Store
-from pyrula.runtime import RunStore, fact_log, submit
+from pyrula.runtime import RunStore, Worker, fact_log, submit
 from pyrula.runtime import signal as send_signal
 from pyrula.runtime.client import RunHandle
 from pyrula.runtime.fact_log import read_logged
@@ -62,7 +63,24 @@ def _copy_at(store_path: str, run_id: str, i: int) -> None:
         shutil.copytree(store_path, copies, ignore=shutil.ignore_patterns("lock.mdb"))
 
 
-ACTIONS = {"look": _look, "poke": _poke, "terminate": _terminate, "copy": _copy_at}
+def _note(store_path: str, run_id: str, i: int) -> None:
+    SEEN.setdefault("order", []).append(run_id)
+
+
+def _note_and_submit(store_path: str, run_id: str, i: int) -> None:
+    _note(store_path, run_id, i)
+    if i == 0:  # a second run is queued while this one executes alone, logging its facts
+        SEEN["second"] = [submit(steps, store_path, "note", 20, store=Store(store_path)).id]
+
+
+ACTIONS = {
+    "look": _look,
+    "poke": _poke,
+    "terminate": _terminate,
+    "copy": _copy_at,
+    "note": _note,
+    "note and submit": _note_and_submit,
+}
 
 
 def _step(store_path: str, run_id: str, action: str, i: int) -> int:
@@ -117,6 +135,19 @@ def test_logged_facts_are_seen_by_others_within_the_fold_time(monkeypatch):
     drive(store)
     assert handle.record.status == "completed", handle.record.error
     _in_order_once(RunStore(store).events(handle.id))
+
+
+def test_a_logging_run_leaves_the_loop_to_a_run_that_starts_beside_it():
+    """Each logged fact yields to the worker's loop as a commit's wait does: a second run
+    claimed meanwhile starts at once (and the two then share group commits), rather than
+    waiting for the first to end."""
+    store = new_store()
+    first = submit(steps, store.location, "note and submit", 200, store=store)
+    asyncio.run(Worker(store, poll_seconds=0.005, concurrency=2).run(until_idle=True))
+    (second,) = SEEN["second"]
+    assert {RunStore(store).get(run).status for run in (first.id, second)} == {"completed"}
+    order = SEEN["order"]
+    assert order.index(second) < len(order) - 1 - order[::-1].index(first.id)
 
 
 # -- an outside fact, a lost lease ------------------------------------------------------------
@@ -174,7 +205,7 @@ def test_a_killed_workers_logged_facts_are_taken_by_the_next_and_not_done_again(
     finally:
         worker.kill()
     # Steps past the first DIRECT_FACTS are durable only in the killed worker's log.
-    logged = [f.event.payload["name"] for f in read_logged(store_path)]
+    logged = [f.event.payload["name"] for f in read_logged(store_path) if "name" in f.event.payload]
     assert logged == [f"s{i}" for i in range(fact_log.DIRECT_FACTS, FAST_HANG_AT)]
     committed = [e for e in RunStore(store).events(handle.id) if e.type == "step:done"]
     assert len(committed) == fact_log.DIRECT_FACTS
