@@ -5,6 +5,8 @@ by the lease, never put in the store twice."""
 from __future__ import annotations
 
 import asyncio
+import errno
+import os
 import shutil
 import signal
 from pathlib import Path
@@ -63,6 +65,10 @@ def _copy_at(store_path: str, run_id: str, i: int) -> None:
         shutil.copytree(store_path, copies, ignore=shutil.ignore_patterns("lock.mdb"))
 
 
+def _count(store_path: str, run_id: str, i: int) -> None:
+    SEEN.setdefault("ran", []).append(i)
+
+
 def _note(store_path: str, run_id: str, i: int) -> None:
     SEEN.setdefault("order", []).append(run_id)
 
@@ -79,6 +85,7 @@ ACTIONS = {
     "terminate": _terminate,
     "copy": _copy_at,
     "note": _note,
+    "count": _count,
     "note and submit": _note_and_submit,
 }
 
@@ -180,6 +187,33 @@ def test_facts_logged_by_an_attempt_that_lost_its_lease_are_not_put_in_the_store
     assert SEEN[handle.id] == list(range(6))  # it stopped at the next step
     assert "lost its lease" in caplog.text
     assert _logs(store) == []
+
+
+@pytest.mark.slow
+def test_a_full_disk_under_the_log_leaves_the_run_to_resume_keeping_what_was_logged(
+    monkeypatch, caplog
+):
+    store = new_store()
+    write, appended = os.pwrite, []
+
+    def full_after_four(fd: int, data: bytes, offset: int) -> int:
+        if "/facts/" in os.readlink(f"/proc/self/fd/{fd}") and offset:
+            appended.append(offset)
+            if len(appended) > 4:  # the fifth fact finds the disk full
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return write(fd, data, offset)
+
+    monkeypatch.setattr(os, "pwrite", full_after_four)
+    handle = submit(steps, store.location, "count", 8, store=store)
+    asyncio.run(Worker(store, poll_seconds=0.005, lease_seconds=4).run(max_runs=1))
+    assert handle.record.status == "running"  # not failed: left to be resumed
+    assert "left to be resumed" in caplog.text and "fact log" in caplog.text
+    monkeypatch.undo()  # space is back: the run is resumed once its lease lapses
+    drive(store)
+    assert handle.record.status == "completed"
+    # run:attempt and steps 0-2 were logged (so not done again); step 3 met the full disk.
+    assert SEEN["ran"] == [0, 1, 2, 3, 3, 4, 5, 6, 7]
+    _in_order_once(RunStore(store).events(handle.id))
 
 
 # -- a killed worker, a replayed log, a torn one ----------------------------------------------
