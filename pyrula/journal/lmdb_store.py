@@ -257,6 +257,12 @@ class LmdbStore(Store):
     def shared_handle(self) -> object:
         return self.env
 
+    def commit_count(self) -> int | None:
+        try:  # read from the meta pages every process commits to: no transaction
+            return int(self.env.info()["last_txnid"])
+        except lmdb.Error:
+            return None  # closed: the read that follows says so
+
     def get(self, db: Any, key: bytes) -> bytes | None:
         """One value, read in a transaction of its own (the replay path: `read` without the
         context manager's cost); errors as `read` raises them."""

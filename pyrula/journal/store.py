@@ -225,6 +225,11 @@ class Store:
         their writes can be grouped into one commit; a store of its own otherwise."""
         return self
 
+    def commit_count(self) -> int | None:
+        """A number that moves with every commit any process makes to the store, where the
+        backend has one at no cost (LMDB's last transaction id); None elsewhere."""
+        return None
+
     def wakeups(self) -> Any:
         """The store's wake-ups for the running event loop (`journal.wakeups.Wakeups`), or None
         where waiters poll (LMDB)."""

@@ -22,7 +22,7 @@ from pyrula.errors import (
     StoreError,
     UnjournaledSurface,
 )
-from pyrula.journal.group_commit import group_commit
+from pyrula.journal.group_commit import GroupCommit, group_commit
 from pyrula.journal.store import Txn
 from pyrula.journal.wakeups import Wakeups
 from pyrula.runtime import fact_log
@@ -98,9 +98,12 @@ class Attempt:
         self._last_fact_at = time.monotonic()
         self._fact_log: FactLog | bool | None = None
         self._executing = False  # counted on its loop's group commit (`executing`)
+        self._group: GroupCommit | None = None
         # Before the last cancel check that found none (PostgreSQL): the wake-up count, this
         # process's own cancels, the time.
         self._quiet_since: tuple[int, int, float] | None = None
+        # The store's commit count (LMDB) before the last cancel check that found none.
+        self._quiet_commits: int | None = None
         # The wake-ups of the loop the body runs on (None on LMDB, or built off any loop).
         self._wake: Wakeups | None = journal.store.wakeups() if self._loop is not None else None
         for event in journal.events(run.id) if events is None else events:
@@ -185,7 +188,9 @@ class Attempt:
             return None
         if self.lease_deadline - time.time() < fact_log.LEASE_MARGIN:
             return None
-        group = group_commit(self.journal.store)
+        if self._group is None:  # the loop's, which the attempt keeps to its end
+            self._group = group_commit(self.journal.store)
+        group = self._group
         others = group.runs - (1 if self._executing else 0)
         if self._fact_log is False or others or not group.alone:
             return None
@@ -262,9 +267,10 @@ class Attempt:
         before = None
         if wake is not None and wake.live:
             before = (wake.count, cancels_asked.value, time.monotonic())
+        commits = self.journal.store.commit_count()
         if await self.journal.acancel_requested(self.run.id):
             raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
-        self._quiet_since = before
+        self._quiet_since, self._quiet_commits = before, commits
 
     def _no_cancel_since_last_check(self) -> bool:
         """On PostgreSQL a cancel is announced (NOTIFY) in its own transaction, and the loop's
@@ -273,7 +279,14 @@ class Attempt:
         moves it) and this process has asked for no cancel itself (its own announcement may
         not have reached the listener yet), no cancel can be seen yet: the read is skipped (a
         round trip per step). It is still made at least every `CANCEL_RECHECK_SECONDS`, so a
-        listening connection that died without an error cannot hide a cancel for longer."""
+        listening connection that died without an error cannot hide a cancel for longer.
+
+        On LMDB a cancel is a commit, and every commit moves the store's commit count: while it
+        has not moved since before the last read that found no cancel (a run whose facts go to
+        the fact log commits nothing between its steps), the read is skipped too."""
+        commits = self._quiet_commits
+        if commits is not None and commits == self.journal.store.commit_count():
+            return True
         quiet, wake = self._quiet_since, self._wake
         return (
             quiet is not None

@@ -9,6 +9,8 @@ import errno
 import os
 import shutil
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,6 +67,13 @@ def _copy_at(store_path: str, run_id: str, i: int) -> None:
         shutil.copytree(store_path, copies, ignore=shutil.ignore_patterns("lock.mdb"))
 
 
+def _cancel_from_the_shell(store_path: str, run_id: str, i: int) -> None:
+    SEEN.setdefault(run_id, []).append(i)
+    if i == 5:  # another process asks the run to stop, as `pyrula runs cancel` does
+        command = [sys.executable, "-m", "pyrula.cli.app", "runs", "cancel", run_id]
+        subprocess.run([*command, "--store", store_path], check=True, capture_output=True)
+
+
 def _count(store_path: str, run_id: str, i: int) -> None:
     SEEN.setdefault("ran", []).append(i)
 
@@ -86,6 +95,7 @@ ACTIONS = {
     "copy": _copy_at,
     "note": _note,
     "count": _count,
+    "cancel from the shell": _cancel_from_the_shell,
     "note and submit": _note_and_submit,
 }
 
@@ -214,6 +224,19 @@ def test_a_full_disk_under_the_log_leaves_the_run_to_resume_keeping_what_was_log
     # run:attempt and steps 0-2 were logged (so not done again); step 3 met the full disk.
     assert SEEN["ran"] == [0, 1, 2, 3, 3, 4, 5, 6, 7]
     _in_order_once(RunStore(store).events(handle.id))
+
+
+def test_a_cancel_from_another_process_is_seen_at_the_next_step_while_facts_are_logged():
+    """A run whose facts go to the log commits nothing between its steps, so its cancel check
+    reads the flag only when the store's commit count has moved: a cancel is a commit."""
+    store = new_store()
+    handle = submit(steps, store.location, "cancel from the shell", 10, store=store)
+    drive(store)
+    assert handle.record.status == "cancelled"
+    assert SEEN[handle.id] == list(range(6))
+    events = RunStore(store).events(handle.id)
+    _in_order_once(events)
+    assert sum(1 for e in events if e.type == "step:done") == 6  # logged, then committed
 
 
 # -- a killed worker, a replayed log, a torn one ----------------------------------------------
