@@ -70,8 +70,9 @@ class AppendLog:
             raise self._cannot_write(exc) from exc
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX)  # held while in use: `stopped_logs` skips it
-            # The header, and zeros for the first entries, in one write and one flush.
-            self._write(_HEADER.pack(magic, self.generation) + bytes(_AHEAD_FIRST), 0, flush=True)
+            # The header, and zeros for the first entries: the first append's flush makes them
+            # durable with itself (and the file's new blocks), so they need no flush of their own.
+            self._write(_HEADER.pack(magic, self.generation) + bytes(_AHEAD_FIRST), 0)
             self._allocated = _HEADER.size + _AHEAD_FIRST
             os.rename(making, self.path)
         except BaseException as exc:
@@ -111,10 +112,11 @@ class AppendLog:
         os.close(self._fd)
 
     def _write_ahead(self, needed: int) -> None:
-        """Zeros from the allocated end past `needed`, flushed once (the file grows here only)."""
+        """Zeros from the allocated end past `needed`: the file grows here only, so only the
+        append that follows (whose flush takes them along) changes its metadata."""
         ahead = min(max(_AHEAD_FIRST, self._allocated), _AHEAD_MOST)
         size = max(self._allocated, needed) + ahead
-        self._write(bytes(size - self._allocated), self._allocated, flush=True)
+        self._write(bytes(size - self._allocated), self._allocated)
         self._allocated = size
 
     def _write(self, data: bytes, offset: int, *, flush: bool = False) -> None:
