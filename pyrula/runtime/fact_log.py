@@ -174,21 +174,29 @@ def _put_in_store(store: Store, txn: Txn, facts: Iterable[LoggedFact]) -> set[tu
     the (run, lease) of the attempts fenced out."""
     flags, events, withheld = store.db("flags"), store.db("events"), store.db("withheld")
     refused: set[tuple[str, bytes]] = set()
+    fenced: set[tuple[str, bytes]] = set()  # checked in this transaction: it cannot move
+    last: dict[str, int] = {}  # run -> the number its fact before took, here
     for fact in facts:
         run_id, held = fact.run_id, (fact.run_id, fact.lease)
         if held in refused:
             continue
-        lease = txn.get(lease_key(run_id), db=flags)
-        if lease is None or bytes(lease) != fact.lease:
-            refused.add(held)  # taken over or terminated: the new owner does this work
-            continue
+        if held not in fenced:
+            lease = txn.get(lease_key(run_id), db=flags)
+            if lease is None or bytes(lease) != fact.lease:
+                refused.add(held)  # taken over or terminated: the new owner does this work
+                continue
+            fenced.add(held)
         seq, value = fact.event.seq, fact.value
         found = txn.get(event_key(run_id, seq), db=events)
         if found is not None and bytes(found) == value:
+            last[run_id] = seq
             continue  # in the store already
-        if found is not None or (
-            seq > 1 and txn.get(event_key(run_id, seq - 1), db=events) is None
-        ):
+        gap = (
+            seq > 1
+            and last.get(run_id) != seq - 1
+            and txn.get(event_key(run_id, seq - 1), db=events) is None
+        )
+        if found is not None or gap:
             # An outside fact (a signal) took its place: it goes after the run's last event,
             # unless a batch before put it there already.
             seq = _after_last(txn, events, fact)
@@ -196,6 +204,7 @@ def _put_in_store(store: Store, txn: Txn, facts: Iterable[LoggedFact]) -> set[tu
                 continue
             value = dump_json(Event(seq, *_rest(fact.event)).to_json())
         txn.put(event_key(run_id, seq), value, db=events)
+        last[run_id] = seq
         if fact.withheld is not None:
             position = str(fact.event.payload["position"])
             txn.put(withheld_key(run_id, position), fact.withheld, db=withheld)
