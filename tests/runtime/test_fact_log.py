@@ -35,6 +35,17 @@ def _in_order_once(events: list) -> None:
     assert len(steps) == len(set(steps))
 
 
+def _run_to_the_end(store: Store, action: str, n: int, status: str) -> tuple[RunHandle, list]:
+    """`n` steps doing `action`, run by a worker here to `status`, its events each once and in
+    order: the run and its events."""
+    handle = submit(steps, store.location, action, n, store=store)
+    drive(store)
+    assert handle.record.status == status, handle.record.error
+    events = RunStore(store).events(handle.id)
+    _in_order_once(events)
+    return handle, events
+
+
 def _logs(store: Store) -> list[Path]:
     return sorted((Path(store.location) / "facts").glob("*"))
 
@@ -51,7 +62,7 @@ def _look(store_path: str, run_id: str, i: int) -> None:
 
 
 def _poke(store_path: str, run_id: str, i: int) -> None:
-    if i == 5:  # while steps 2-4 wait in the log: the signal takes the number they will need
+    if i == 5:  # while steps 0-4 wait in the log: the signal takes a number they will need
         send_signal(run_id, "poke", {"at": i}, store=Store(store_path))
 
 
@@ -62,7 +73,7 @@ def _terminate(store_path: str, run_id: str, i: int) -> None:
 
 
 def _copy_at(store_path: str, run_id: str, i: int) -> None:
-    if i == 6:  # steps 2-5 wait in the log: copy the store as a crash would leave it
+    if i == 6:  # steps 0-5 wait in the log: copy the store as a crash would leave it
         copies = Path(store_path).parent / f"{Path(store_path).name}-crashed"
         shutil.copytree(store_path, copies, ignore=shutil.ignore_patterns("lock.mdb"))
 
@@ -120,7 +131,7 @@ def test_a_lone_runs_facts_are_logged_then_in_the_store_in_order(monkeypatch):
     handle = submit(steps, store.location, "look", 8, store=store)
     drive(store)
     assert handle.record.status == "completed" and handle.record.result == sum(range(8))
-    # The first DIRECT_FACTS were committed; the later ones waited in the log while it ran.
+    # Past the first DIRECT_FACTS (none by default), its facts waited in the log while it ran.
     seen = SEEN[handle.id]
     assert seen[: fact_log.DIRECT_FACTS + 1] == list(range(fact_log.DIRECT_FACTS + 1))
     assert seen[-1] == fact_log.DIRECT_FACTS
@@ -173,11 +184,7 @@ def test_a_logging_run_leaves_the_loop_to_a_run_that_starts_beside_it():
 def test_a_signal_sent_while_facts_are_logged_is_kept_and_nothing_twice(monkeypatch):
     monkeypatch.setattr(fact_log, "FOLD_SECONDS", 3600.0)
     store = new_store()
-    handle = submit(steps, store.location, "poke", 10, store=store)
-    drive(store)
-    assert handle.record.status == "completed"
-    events = RunStore(store).events(handle.id)
-    _in_order_once(events)
+    _, events = _run_to_the_end(store, "poke", 10, "completed")
     signals = [e.payload for e in events if e.type == "signal"]
     assert signals == [{"name": "poke", "payload": {"at": 5}}]
     assert sum(1 for e in events if e.type == "step:done") == 10
@@ -188,11 +195,7 @@ def test_facts_logged_by_an_attempt_that_lost_its_lease_are_not_put_in_the_store
 ):
     monkeypatch.setattr(fact_log, "FOLD_SECONDS", 3600.0)
     store = new_store()
-    handle = submit(steps, store.location, "terminate", 10, store=store)
-    drive(store)
-    assert handle.record.status == "cancelled"
-    events = RunStore(store).events(handle.id)
-    _in_order_once(events)
+    handle, events = _run_to_the_end(store, "terminate", 10, "cancelled")
     assert events[-1].type == "run:cancelled"  # nothing of the old attempt after it
     assert SEEN[handle.id] == list(range(6))  # it stopped at the next step
     assert "lost its lease" in caplog.text
@@ -230,12 +233,8 @@ def test_a_cancel_from_another_process_is_seen_at_the_next_step_while_facts_are_
     """A run whose facts go to the log commits nothing between its steps, so its cancel check
     reads the flag only when the store's commit count has moved: a cancel is a commit."""
     store = new_store()
-    handle = submit(steps, store.location, "cancel from the shell", 10, store=store)
-    drive(store)
-    assert handle.record.status == "cancelled"
+    handle, events = _run_to_the_end(store, "cancel from the shell", 10, "cancelled")
     assert SEEN[handle.id] == list(range(6))
-    events = RunStore(store).events(handle.id)
-    _in_order_once(events)
     assert sum(1 for e in events if e.type == "step:done") == 6  # logged, then committed
 
 
@@ -285,7 +284,7 @@ def test_a_stopped_log_is_put_in_the_store_once_and_up_to_a_torn_entry(tmp_path,
     handle = submit(steps, store.location, "copy", 8, store=store)
     drive(store)
     assert handle.record.status == "completed"
-    # The copy: the store as of step 6, its log holding steps 2-5, whose process is gone.
+    # The copy: the store as of step 6, its log holding steps 0-5, whose process is gone.
     (log,) = _logs(Store(crashed))
     torn = tmp_path / "torn"
     shutil.copytree(crashed, torn)
