@@ -41,6 +41,10 @@ T = TypeVar("T")
 CANCEL_RECHECK_SECONDS = 0.25
 
 
+def _nothing(txn: Txn) -> None:
+    """`Attempt.logged_facts` where nothing is logged."""
+
+
 class Park(BaseException):
     """Unwinds the body when the run must wait (an interrupt, a long sleep, a signal)."""
 
@@ -141,10 +145,11 @@ class Attempt:
     def write(
         self, kind: str, payload: dict[str, Any], *, withheld: dict[str, Any] | None = None
     ) -> Event:
-        """Journal a fact of this attempt (fenced by its lease) and remember it; `withheld` is
-        what the event leaves out and its replay needs (`RunStore.withheld`)."""
-        self.settle_facts()
-        event = self.journal.append(self.run.id, self.lease, kind, payload, withheld=withheld)
+        """Journal a fact of this attempt (fenced by its lease; with the facts it has logged)
+        and remember it; `withheld` is what the event leaves out and its replay needs
+        (`RunStore.withheld`)."""
+        journal, run_id = self.journal, self.run.id
+        event = self.commit(journal.fenced_append(run_id, self.lease, kind, payload, withheld))
         self.remember([event])
         return event
 
@@ -212,12 +217,23 @@ class Attempt:
             self._refuse_if_fenced(facts)
 
     def commit(self, write: Callable[[Txn], T]) -> T:
-        """Commit `write` (the attempt's closing write, fenced by its own lease check) with the
-        facts it has logged, in one transaction."""
+        """Commit `write` (a write of this attempt, fenced by its own lease check) with the facts
+        it has logged, first, in one transaction."""
+        with self.logged_facts() as put:
+            return self.journal.store.write(
+                lambda txn: (put(txn), write(txn))[1], scope=(self.run.id,)
+            )
+
+    @contextmanager
+    def logged_facts(self) -> Iterator[Callable[[Txn], None]]:
+        """For a write of this attempt made some other way (a model call's, with its exchange):
+        what to call first inside its transaction, so the facts it has logged go in with it."""
         facts = self._fact_log
         if isinstance(facts, FactLog) and facts.holds(self.run.id):
-            return facts.fold_with(write)
-        return self.journal.store.write(write, scope=(self.run.id,))
+            with facts.folding() as put:
+                yield put
+        else:
+            yield _nothing
 
     def release_facts(self) -> None:
         """The attempt is over: put what it logged in the store (a failure is logged: the facts

@@ -137,35 +137,37 @@ class FactLog(BatchLog):
     def fold(self) -> int:
         """Put every logged fact in the store in one transaction; return how many were taken.
         If the write fails, the facts stay here (and on disk) and the error is raised."""
-        with self._lock:
+        with self.folding() as put:
+            if not self._facts or self._closed:
+                return 0
             count = len(self._facts)
-            return count if self._fold(lambda txn: None) else 0
+            self.store.write(put)
+        return count
 
     def fold_with(self, write: Callable[[Txn], T]) -> T:
         """`fold`, with `write` in the same transaction, after the facts; returns its result.
         If it raises, nothing is written and the facts stay here."""
+        with self.folding() as put:
+            return self.store.write(lambda txn: (put(txn), write(txn))[1])
+
+    @contextmanager
+    def folding(self) -> Iterator[Callable[[Txn], None]]:
+        """For a write that should carry the logged facts: yields what to call inside its
+        transaction (it puts them in, first); once the block ends without an error (the write
+        committed), they leave the log. The log is locked meanwhile."""
         with self._lock:
-            done = self._fold(write)
-        if not done:  # nothing was logged (or the log is closed): `write` alone
-            return self.store.write(write)
-        return done[0]
+            facts = [] if self._closed else self._facts
+            taken: list[set[tuple[str, bytes]]] = []
 
-    def _fold(self, also: Callable[[Txn], T]) -> list[T]:
-        """Under the lock: the facts, then `also`, in one transaction; [its result], or [] when
-        there were no facts (and nothing was written)."""
-        facts = self._facts
-        if not facts or self._closed:
-            return []
+            def put(txn: Txn) -> None:
+                taken[:] = [_put_in_store(self.store, txn, facts)] if facts else []
 
-        def write(txn: Txn) -> tuple[set[tuple[str, bytes]], T]:
-            return _put_in_store(self.store, txn, facts), also(txn)
-
-        refused, result = self.store.write(write)
-        self._refused |= refused
-        self._facts, self._runs = [], {}
-        self._timer.cancel()
-        self._log.restart()
-        return [result]
+            yield put
+            if taken:
+                self._refused |= taken[0]
+                self._facts, self._runs = [], {}
+                self._timer.cancel()
+                self._log.restart()
 
 
 def _put_in_store(store: Store, txn: Txn, facts: Iterable[LoggedFact]) -> set[tuple[str, bytes]]:

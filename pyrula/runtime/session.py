@@ -436,16 +436,21 @@ class RunSession:
         *,
         extra: dict[str, Any] | None = None,
     ) -> None:
-        """Journal a call's outcome and its `llm:done` in one transaction fenced by the lease."""
-        self._attempt.settle_facts()  # what the attempt logged goes first, in order
+        """Journal a call's outcome and its `llm:done` in one transaction fenced by the lease
+        (after the facts the attempt has logged, in the same one)."""
         written: list[Event] = []
+        with self._attempt.logged_facts() as logged:
 
-        def with_event(txn: Txn, record: ExchangeRecord) -> None:
-            self._attempt.journal.check_lease(txn, self._run_id, self._attempt.lease)
-            payload["exchange"] = record.id  # the reply this call replays from
-            written.append(self._attempt.journal.append_in(txn, self._run_id, "llm:done", payload))
+            def with_event(txn: Txn, record: ExchangeRecord) -> None:
+                logged(txn)
+                self._attempt.journal.check_lease(txn, self._run_id, self._attempt.lease)
+                payload["exchange"] = record.id  # the reply this call replays from
+                event = self._attempt.journal.append_in(txn, self._run_id, "llm:done", payload)
+                written[:] = [event]
 
-        record_exchange(self.exchanges, key, parts, canonical, reply, extra=extra, also=with_event)
+            record_exchange(
+                self.exchanges, key, parts, canonical, reply, extra=extra, also=with_event
+            )
         self._attempt.remember(written)
 
     def _meter_only(
