@@ -274,9 +274,21 @@ def release(facts: FactLog) -> None:
     _logs.release(facts)
 
 
-def recover(store: Store, *, again: bool = True) -> int:
+def recover(store: Store, *, again: bool = True, quiet: bool = False) -> int:
     """Put in the store the facts logged for `store` by this process and by processes that
-    stopped (once per opening of the store unless `again`); return how many were put."""
+    stopped (once per opening of the store unless `again`); return how many were put. A store
+    that cannot take them (a full disk) raises, or with `quiet` logs it: they stay on disk for
+    the next opener, and whoever takes one of their runs over puts them in first."""
+    if not quiet:
+        return _recover(store, again)
+    try:
+        return _recover(store, again)
+    except StoreError as exc:
+        log.warning("run facts logged by a stopped worker wait in %s: %s", store.location, exc)
+        return 0
+
+
+def _recover(store: Store, again: bool) -> int:
     folder = folder_of(store)
     if folder is None:
         return 0

@@ -58,7 +58,7 @@ class RunStore(RunPurging, WithheldValues):
         # What a run's events leave out below the `io` capture level and its replay still needs:
         # read by the runtime only, never by `runs show` or an export, purged with the run.
         self._withheld = store.db("withheld")
-        fact_log.recover(store, again=False)  # what a stopped worker logged (`fact_log`)
+        fact_log.recover(store, again=False, quiet=True)  # a stopped worker's (`fact_log`)
 
     # -- reading ------------------------------------------------------------------------------
 

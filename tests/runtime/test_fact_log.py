@@ -22,6 +22,7 @@ from pyrula.runtime.client import RunHandle
 from pyrula.runtime.fact_log import read_logged
 from pyrula.workflows import WorkflowContext, workflow
 from tests.fakes.clock import wait_until
+from tests.fakes.store_faults import fail_writes
 from tests.runtime.support import WorkerProcess, drive, new_store
 from tests.runtime.worker_app import FAST_HANG_AT, FAST_STEPS
 
@@ -236,6 +237,20 @@ def test_a_cancel_from_another_process_is_seen_at_the_next_step_while_facts_are_
     handle, events = _run_to_the_end(store, "cancel from the shell", 10, "cancelled")
     assert SEEN[handle.id] == list(range(6))
     assert sum(1 for e in events if e.type == "step:done") == 6  # logged, then committed
+
+
+def test_opening_runs_on_a_full_disk_leaves_a_stopped_log_for_later(monkeypatch, caplog):
+    store = new_store()
+    handle = submit(steps, store.location, "copy", 8, store=store)
+    drive(store)
+    crashed = Store(f"{store.location}-crashed")  # steps 0-5 only in a stopped worker's log
+    fail_writes(monkeypatch, crashed)
+    runs = RunStore(crashed)  # opens, for reading at least: the facts wait
+    assert "wait in" in caplog.text
+    assert len(_logs(crashed)) == 1 and runs.events(handle.id)[-1].type == "run:submitted"
+    monkeypatch.undo()
+    assert fact_log.recover(crashed) == 7  # run:attempt and steps 0-5, once there is room
+    assert _logs(crashed) == []
 
 
 # -- a killed worker, a replayed log, a torn one ----------------------------------------------
