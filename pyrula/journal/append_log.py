@@ -35,6 +35,7 @@ from typing import Generic, TypeVar
 
 from pyrula.errors import StoreError, StoreFull
 from pyrula.journal.lmdb_store import free_bytes
+from pyrula.journal.store import Store
 
 # Zeros written past the end, so an append's flush never grows the file: 64 KiB at first, then
 # as much again as the file holds, up to 1 MiB at a time.
@@ -48,6 +49,15 @@ _U64 = struct.Struct(">Q")
 U32 = struct.Struct(">I")
 
 log = logging.getLogger("pyrula.journal")
+
+
+def folder_for(store: Store, name: str) -> Path | None:
+    """Where `store` keeps its logs of one kind (`name`): a local store that flushes its
+    commits, opened for writing. None elsewhere: a store that does not flush has nothing to
+    gain, and a remote or read-only one cannot have them."""
+    if store.remote or store.readonly or store.folder is None or not store.syncs:
+        return None
+    return store.folder / name
 
 
 class AppendLog:
@@ -228,8 +238,7 @@ class FoldTimer:
     """Calls `fold` on a daemon thread once `seconds()` have passed since `start`: what a log
     holds waits at most about that long to be seen by other processes. One thread serves every
     start, made by the first (a thread per start cost a turn of an agent's loop 5-7%). The
-    owner calls `start`, `fired` (first thing in `fold`) and `cancel` under its own lock, and
-    `stop` when the log closes."""
+    owner calls `start` and `cancel` under its own lock, and `stop` when the log closes."""
 
     def __init__(self, fold: Callable[[], None], seconds: Callable[[], float]) -> None:
         self._fold = fold
@@ -252,10 +261,6 @@ class FoldTimer:
                 self._thread.start()
             self._changed.notify()
 
-    def fired(self) -> None:
-        """The timer has fired (its fold is under way): the next `start` starts it again."""
-        self.cancel()
-
     def cancel(self) -> None:
         with self._changed:
             self._due = None
@@ -274,7 +279,8 @@ class FoldTimer:
                 if left is None or left > 0:
                     self._changed.wait(left)
                     continue
-                self._due = None  # fired: `fold` runs without the condition's lock
+                self._due = None  # fired (the next `start` starts it again); `fold` runs
+                # without the condition's lock
                 self._changed.release()
                 try:
                     self._fold()
@@ -298,17 +304,11 @@ class BatchLog:
         self._lock = threading.Lock()
         self.users = 0  # counted by its `LogRegistry`
         # Folds what waits once the oldest has waited `fold_seconds()` (started by an append).
-        self._timer = FoldTimer(self._fold_late, fold_seconds)
+        self._timer = FoldTimer(self._fold_logged, fold_seconds)
         self._closed = False
 
     def fold(self) -> int:
         raise NotImplementedError
-
-    def _fold_late(self) -> None:
-        """The timer's fold: the oldest entry has waited its time."""
-        with self._lock:
-            self._timer.fired()
-        self._fold_logged()
 
     def _fold_logged(self) -> None:
         """`fold`, for a caller with nobody to raise to (an append whose entry is already
@@ -351,7 +351,17 @@ class LogRegistry(Generic[L]):
     def __init__(self) -> None:
         self._logs: dict[str, L] = {}
         self._pins: dict[str, int] = {}  # folders whose log outlives its users (`pin`)
+        self._opened: set[tuple[str, int]] = set()  # `first_opening`
         self.lock = threading.Lock()
+
+    def first_opening(self, folder: Path, store: Store) -> bool:
+        """Whether this is the first time this process asks about `folder` for this opening of
+        its store (the stopped logs there are recovered once per opening)."""
+        opened = (str(folder), id(store.shared_handle()))
+        with self.lock:
+            first = opened not in self._opened
+            self._opened.add(opened)
+        return first
 
     def pin(self, folder: Path) -> None:
         """Keep `folder`'s log open between users until `unpin` (a worker keeps its fact log
@@ -418,6 +428,7 @@ __all__ = [
     "FoldTimer",
     "LogRegistry",
     "field",
+    "folder_for",
     "read_payloads",
     "stopped_logs",
 ]

@@ -104,12 +104,6 @@ class GroupCommit:
         """How many runs execute on this loop now (`executing`)."""
         return self._runs
 
-    @property
-    def alone(self) -> bool:
-        """Whether at most one run executes on this loop over a local store: its groups are
-        then committed on the loop's own thread."""
-        return self._runs <= 1 and not self.store.remote
-
     async def write(
         self,
         fn: Callable[[Txn], T],
@@ -139,7 +133,7 @@ class GroupCommit:
             if not group:
                 self._committing = False
                 return
-        if self.alone:
+        if self._runs <= 1 and not self.store.remote:
             # A local store and nothing else of the worker on this loop: commit here.
             try:
                 results = commit_group(self.store, group)

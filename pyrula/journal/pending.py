@@ -30,6 +30,7 @@ from pyrula.journal.append_log import (
     FieldReader,
     LogRegistry,
     field,
+    folder_for,
     read_payloads,
     stopped_logs,
 )
@@ -150,7 +151,6 @@ def read_entries_of(payloads: Iterable[bytes]) -> Iterator[PreparedExchange]:
 
 
 _logs: LogRegistry[PendingLog] = LogRegistry()
-_recovered: set[tuple[str, int]] = set()
 
 
 def goes_to_log(recorded: int, since_last: float) -> bool:
@@ -162,12 +162,8 @@ def goes_to_log(recorded: int, since_last: float) -> bool:
 
 
 def folder_of(exchanges: Exchanges) -> Path | None:
-    """Where a store keeps pending logs: a local store that flushes its commits (one that does
-    not flush has nothing to gain), opened for writing."""
-    store = exchanges.store
-    if store.remote or store.readonly or store.folder is None or not store.syncs:
-        return None
-    return store.folder / "pending"
+    """Where the store of `exchanges` keeps pending logs (`append_log.folder_for`)."""
+    return folder_for(exchanges.store, "pending")
 
 
 def for_exchanges(exchanges: Exchanges) -> PendingLog | None:
@@ -194,13 +190,8 @@ def recover(exchanges: Exchanges, *, again: bool = False) -> int:
     the store in this process, unless `again`); return how many were put. A recording the store
     already holds, or a newer one under the same key, is skipped."""
     folder = folder_of(exchanges)
-    if folder is None:
+    if folder is None or not (_logs.first_opening(folder, exchanges.store) or again):
         return 0
-    opened = (str(folder), id(exchanges.store.shared_handle()))
-    with _logs.lock:
-        if opened in _recovered and not again:
-            return 0
-        _recovered.add(opened)
     if not folder.is_dir():
         return 0
     put = 0

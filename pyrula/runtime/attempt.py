@@ -97,10 +97,11 @@ class Attempt:
         self.lease_deadline = float((run.lease or {}).get("expires") or 0.0)
         self._lease_value = lease_value(lease.worker, lease.attempt)
         # The facts `awrite` has journaled, when the last was, and the log it appends them to
-        # while the run executes alone (`fact_log`; False where the store has none).
+        # while the run executes alone (`fact_log`), made on first use where the store has one.
         self._facts_written = 0
         self._last_fact_at = time.monotonic()
-        self._fact_log: FactLog | bool | None = None
+        self._logs_facts = fact_log.folder_of(journal.store) is not None
+        self._fact_log: FactLog | None = None
         self._executing = False  # counted on its loop's group commit (`executing`)
         self._group: GroupCommit | None = None
         # Before the last cancel check that found none (PostgreSQL): the wake-up count, this
@@ -189,29 +190,28 @@ class Attempt:
         now = time.monotonic()
         since, self._last_fact_at = now - self._last_fact_at, now
         self._facts_written += 1
-        if self._facts_written <= fact_log.DIRECT_FACTS or since > fact_log.FOLD_SECONDS:
+        if not self._logs_facts or self._facts_written <= fact_log.DIRECT_FACTS:
             return None
-        if self.lease_deadline - time.time() < fact_log.LEASE_MARGIN:
+        if (
+            since > fact_log.FOLD_SECONDS
+            or self.lease_deadline - time.time() < fact_log.LEASE_MARGIN
+        ):
             return None
         if self._group is None:  # the loop's, which the attempt keeps to its end
             self._group = group_commit(self.journal.store)
-        group = self._group
-        others = group.runs - (1 if self._executing else 0)
-        if self._fact_log is False or others or not group.alone:
-            return None
+        if self._group.runs - (1 if self._executing else 0):
+            return None  # other runs execute on the loop
         if self._fact_log is None:
-            self._fact_log = fact_log.for_store(self.journal.store) or False
-            if self._fact_log is False:
-                return None
-        assert isinstance(self._fact_log, FactLog)
-        self._refuse_if_fenced(self._fact_log)
+            self._fact_log = fact_log.for_store(self.journal.store)
+        if self._fact_log is not None:
+            self._refuse_if_fenced(self._fact_log)
         return self._fact_log
 
     def settle_facts(self) -> None:
         """Put this attempt's logged facts in the store: before any other write of it, so its
         events stay in order. A lost lease raises `RunAttemptEnded`."""
         facts = self._fact_log
-        if isinstance(facts, FactLog):
+        if facts is not None:
             if facts.holds(self.run.id):
                 facts.fold()
             self._refuse_if_fenced(facts)
@@ -229,7 +229,7 @@ class Attempt:
         """For a write of this attempt made some other way (a model call's, with its exchange):
         what to call first inside its transaction, so the facts it has logged go in with it."""
         facts = self._fact_log
-        if isinstance(facts, FactLog) and facts.holds(self.run.id):
+        if facts is not None and facts.holds(self.run.id):
             with facts.folding() as put:
                 yield put
         else:
@@ -239,7 +239,7 @@ class Attempt:
         """The attempt is over: put what it logged in the store (a failure is logged: the facts
         stay on disk for the next opener) and let go of the log."""
         facts, self._fact_log = self._fact_log, None
-        if isinstance(facts, FactLog):
+        if facts is not None:
             try:
                 fact_log.release(facts)
             except StoreError as exc:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from pyrula.errors import StoreError
 from pyrula.journal.append_log import (
@@ -40,12 +40,13 @@ from pyrula.journal.append_log import (
     FieldReader,
     LogRegistry,
     field,
+    folder_for,
     read_payloads,
     stopped_logs,
 )
 from pyrula.journal.store import Store, Txn
 from pyrula.runtime.leases import lease_key
-from pyrula.runtime.records import SEQ, Event, dump_json, event_key
+from pyrula.runtime.records import Event, dump_json, event_key, next_seq
 from pyrula.runtime.withheld import withheld_key
 
 # How many of an attempt's first facts are committed rather than logged: none, since a run's
@@ -61,7 +62,6 @@ LEASE_MARGIN = 3 * FOLD_SECONDS
 _MAGIC = b"PYRFACT1"
 
 log = logging.getLogger("pyrula.runtime")
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,9 +94,7 @@ class LoggedFact:
         kept = payload[reader.at : reader.at + 1]
         reader.at += 1
         withheld = reader.field() if kept == b"\x01" else None
-        data = json.loads(value)
-        event = Event(data["seq"], data["type"], data["at"], data["payload"])
-        return cls(run_id, lease, event, value, withheld)
+        return cls(run_id, lease, Event.from_json(json.loads(value)), value, withheld)
 
 
 class FactLog(BatchLog):
@@ -108,7 +106,7 @@ class FactLog(BatchLog):
         super().__init__(folder, _MAGIC, "fact log", lambda: FOLD_SECONDS)
         self.store = store
         self._facts: list[LoggedFact] = []
-        self._runs: dict[str, int] = {}  # run -> facts of it waiting here
+        self._runs: set[str] = set()  # the runs of `_facts`
         # (run, lease) of attempts whose facts a fold found fenced out: they have ended.
         self._refused: set[tuple[str, bytes]] = set()
 
@@ -127,7 +125,7 @@ class FactLog(BatchLog):
                 raise StoreError(f"the fact log {self.path} was closed; open the store again")
             self._log.append(fact.encode())
             self._facts.append(fact)
-            self._runs[fact.run_id] = self._runs.get(fact.run_id, 0) + 1
+            self._runs.add(fact.run_id)
             full = len(self._facts) >= FOLD_EVERY or self._log.used >= FOLD_BYTES
             if not full:
                 self._timer.start()
@@ -144,12 +142,6 @@ class FactLog(BatchLog):
             self.store.write(put)
         return count
 
-    def fold_with(self, write: Callable[[Txn], T]) -> T:
-        """`fold`, with `write` in the same transaction, after the facts; returns its result.
-        If it raises, nothing is written and the facts stay here."""
-        with self.folding() as put:
-            return self.store.write(lambda txn: (put(txn), write(txn))[1])
-
     @contextmanager
     def folding(self) -> Iterator[Callable[[Txn], None]]:
         """For a write that should carry the logged facts: yields what to call inside its
@@ -165,7 +157,7 @@ class FactLog(BatchLog):
             yield put
             if taken:
                 self._refused |= taken[0]
-                self._facts, self._runs = [], {}
+                self._facts, self._runs = [], set()
                 self._timer.cancel()
                 self._log.restart()
 
@@ -221,28 +213,18 @@ def _after_last(txn: Txn, events: Any, fact: LoggedFact) -> int:
     """The sequence number after the run's last event, or 0 when an event past the fact's own
     number is this fact already (put there by an earlier batch)."""
     prefix = fact.run_id.encode() + b"\x00"
-    last = 0
-    for key, value in txn.scan(events, prefix, start=event_key(fact.run_id, fact.event.seq)):
-        last = SEQ.unpack(key[len(prefix) :])[0]
-        data = json.loads(value)
-        if (data["type"], data["at"], data["payload"]) == _rest(fact.event):
+    for _key, value in txn.scan(events, prefix, start=event_key(fact.run_id, fact.event.seq)):
+        if _rest(Event.from_json(json.loads(value))) == _rest(fact.event):
             return 0
-    if last == 0:
-        found = txn.last(events, prefix)
-        last = 0 if found is None else SEQ.unpack(found[0][len(prefix) :])[0]
-    return int(last) + 1
+    return next_seq(txn, events, fact.run_id)
 
 
 _logs: LogRegistry[FactLog] = LogRegistry()
-_recovered: set[tuple[str, int]] = set()
 
 
 def folder_of(store: Store) -> Path | None:
-    """Where a store keeps fact logs: a local store that flushes its commits, opened for
-    writing (one that does not flush has nothing to gain)."""
-    if store.remote or store.readonly or store.folder is None or not store.syncs:
-        return None
-    return store.folder / "facts"
+    """Where `store` keeps fact logs (`append_log.folder_for`)."""
+    return folder_for(store, "facts")
 
 
 def for_store(store: Store) -> FactLog | None:
@@ -290,13 +272,8 @@ def recover(store: Store, *, again: bool = True, quiet: bool = False) -> int:
 
 def _recover(store: Store, again: bool) -> int:
     folder = folder_of(store)
-    if folder is None:
+    if folder is None or not (_logs.first_opening(folder, store) or again):
         return 0
-    opened = (str(folder), id(store.shared_handle()))
-    with _logs.lock:
-        if opened in _recovered and not again:
-            return 0
-        _recovered.add(opened)
     own = _logs.current(folder)
     put = 0
     if own is not None and own.pid == os.getpid() and not own.store.closed:
@@ -308,13 +285,17 @@ def _recover(store: Store, again: bool) -> int:
     return put
 
 
-def _recover_one(store: Store, path: Path, payloads: list[bytes]) -> int:
-    facts: list[LoggedFact] = []
+def _decoded(payloads: Iterable[bytes]) -> Iterator[LoggedFact]:
+    """The facts of a log's payloads, up to the first that does not decode (a foreign tail)."""
     for payload in payloads:
         try:
-            facts.append(LoggedFact.decode(payload))
+            yield LoggedFact.decode(payload)
         except (ValueError, KeyError, TypeError, struct.error):
-            break  # a torn or foreign tail: what came before it is whole
+            return
+
+
+def _recover_one(store: Store, path: Path, payloads: list[bytes]) -> int:
+    facts = list(_decoded(payloads))
     if not facts:
         return 0
     refused = store.write(lambda txn: _put_in_store(store, txn, facts))
@@ -333,11 +314,7 @@ def read_logged(store_folder: Path) -> Iterator[LoggedFact]:
     live ones' alike, without putting them in the store (what `recover` would take)."""
     folder = Path(store_folder) / "facts"
     for path in sorted(folder.glob("*.log")) if folder.is_dir() else []:
-        for payload in read_payloads(path.read_bytes(), _MAGIC):
-            try:
-                yield LoggedFact.decode(payload)
-            except (ValueError, KeyError, TypeError, struct.error):
-                break
+        yield from _decoded(read_payloads(path.read_bytes(), _MAGIC))
 
 
 atexit.register(_logs.close_all)

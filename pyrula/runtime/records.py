@@ -26,6 +26,13 @@ def event_key(run_id: str, seq: int) -> bytes:
     return run_id.encode() + b"\x00" + SEQ.pack(seq)
 
 
+def next_seq(txn: Any, events: Any, run_id: str) -> int:
+    """The number a fact appended to the run's events now takes: one past its last."""
+    prefix = run_id.encode() + b"\x00"
+    found = txn.last(events, prefix)
+    return 1 if found is None else int(SEQ.unpack(found[0][len(prefix) :])[0]) + 1
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One journaled fact of a run, in order."""
@@ -37,6 +44,10 @@ class Event:
 
     def to_json(self) -> dict[str, Any]:
         return {"seq": self.seq, "type": self.type, "at": self.at, "payload": self.payload}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Event:
+        return cls(data["seq"], data["type"], data["at"], data["payload"])
 
 
 @dataclass(frozen=True, slots=True)

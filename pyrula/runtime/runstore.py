@@ -39,6 +39,7 @@ from pyrula.runtime.records import (
     dump_json,
     event_key,
     input_digest,
+    next_seq,
 )
 from pyrula.runtime.withheld import WithheldValues
 
@@ -88,8 +89,7 @@ class RunStore(RunPurging, WithheldValues):
         found: list[Event] = []
         with self.store.read() as txn:
             for _key, value in txn.scan(self._events, prefix, start=start):
-                data = json.loads(value)
-                found.append(Event(data["seq"], data["type"], data["at"], data["payload"]))
+                found.append(Event.from_json(json.loads(value)))
                 if limit is not None and len(found) >= limit:
                     break
         return found
@@ -373,11 +373,7 @@ class RunStore(RunPurging, WithheldValues):
         return write
 
     def append_in(self, txn: Txn, run_id: str, kind: str, payload: dict[str, Any]) -> Event:
-        prefix = run_id.encode() + b"\x00"
-        found = txn.last(self._events, prefix)
-        seq = 1
-        if found is not None:
-            seq = SEQ.unpack(found[0][len(prefix) :])[0] + 1
+        seq = next_seq(txn, self._events, run_id)
         return self._put_event(txn, run_id, seq, kind, payload, time.time())
 
     def _put_event(

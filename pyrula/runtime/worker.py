@@ -204,18 +204,13 @@ class Worker:
         try:
             purged = await asyncio.to_thread(purge, self.journal, retention)
         except StoreError as exc:
-            log.warning(
-                "retention: purge failed (%s); trying again later",
-                exc,
-                extra=fields("purge_failed", error=type(exc).__name__),
-            )
+            log.warning("retention: purge failed (%s); trying again later", exc,
+                        extra=fields("purge_failed", error=type(exc).__name__))
             return
         if purged.runs or purged.tokens:
             log.info(
                 "retention: purged %d run(s) ended over %gs ago, %d expired token(s)",
-                len(purged.runs),
-                retention,
-                purged.tokens,
+                len(purged.runs), retention, purged.tokens,
                 extra=fields("purged", runs=len(purged.runs), tokens=purged.tokens),
             )
 
@@ -380,17 +375,9 @@ class Worker:
                 await acall(store, self._close_children, attempt)
             try:
                 await acall(  # off the loop on PostgreSQL: the worker's other runs go on
-                    self.store,
-                    self.journal.finish,
-                    run.id,
-                    lease,
-                    outcome.status,
-                    outcome.kind,
-                    outcome.payload,
-                    result=outcome.result,
-                    error=outcome.error,
-                    wake_at=outcome.wake_at,
-                    withheld=outcome.withheld,
+                    self.store, self.journal.finish, run.id, lease, outcome.status, outcome.kind,
+                    outcome.payload, result=outcome.result, error=outcome.error,
+                    wake_at=outcome.wake_at, withheld=outcome.withheld,
                     through=attempt.commit,  # with the facts it logged, in the same commit
                 )
             except RunAttemptEnded:
