@@ -170,7 +170,15 @@ def current_run() -> RunContext:
 
 @contextlib.contextmanager
 def _changed(**changes: Any) -> Iterator[RunContext]:
-    context = replace(_current.get(), **changes)
+    now = _current.get()
+    # Each field named (not `dataclasses.replace`, which looks them up on every call): a step
+    # enters a scope this way.
+    context = RunContext(
+        changes.get("attempt", now.attempt),
+        changes.get("scope", now.scope),
+        changes.get("call", now.call),
+        changes.get("bypassed", now.bypassed),
+    )
     token = _current.set(context)
     try:
         yield context

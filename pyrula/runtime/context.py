@@ -26,9 +26,14 @@ _PARK_AFTER_SECONDS = 2.0
 async def call_awaited(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
     """`fn(*args, **kwargs)`, awaited if it returns an awaitable (a step or tool may be either)."""
     result = fn(*args, **kwargs)
-    if inspect.isawaitable(result):
+    # Plain values are told apart first: `inspect.isawaitable`'s ABC check cost a plain
+    # function's step a few percent of its CPU.
+    if type(result) not in _NEVER_AWAITABLE and inspect.isawaitable(result):
         result = await result
     return result
+
+
+_NEVER_AWAITABLE = frozenset({str, int, float, bool, type(None), dict, list, tuple, bytes})
 
 
 class WorkflowContext:

@@ -178,6 +178,44 @@ def test_a_failed_run_resumes_and_replays_its_finished_steps():
     assert handle.record.status == "failed"
 
 
+RESULTS = ["text \ud800", 2**63, -(2**70), True, None, 1.5, {"a": [1, "b"]}, (1, 2)]
+
+
+@workflow(name="step_results")
+async def step_results(ctx: WorkflowContext) -> list:
+    got = [await ctx.step(f"r{i}", effect_of, value) for i, value in enumerate(RESULTS)]
+    # More digits than an int can be written with: the step fails as itself, journaled.
+    try:
+        await ctx.step("huge", effect_of, 10**5000)
+    except ValueError as exc:
+        got.append(type(exc).__name__)
+    await ctx.step("stop", lambda: 1 / 0)
+    return got
+
+
+def effect_of(value: object) -> object:
+    EFFECTS.append("ran")
+    return value
+
+
+def test_step_results_come_back_on_replay_as_they_came_back_live():
+    store = new_store()
+    handle = run_to_rest(step_results, store=store)
+    with pytest.raises(ZeroDivisionError):
+        asyncio.run(handle.result())
+    events = RunStore(store).events(handle.id)
+    live = [e.payload.get("result") for e in events if e.type == "step:done"]
+    # JSON's view of each value, as a replay hands it back (a tuple comes back a list).
+    assert live == [json.loads(json.dumps(v)) for v in RESULTS]
+    assert [e.payload["name"] for e in events if e.type == "step:error"] == ["huge", "stop"]
+    ran = len(EFFECTS)
+    resume(handle.id, store=store)
+    drive(store)
+    assert len(EFFECTS) == ran  # every outcome replayed: nothing ran again
+    replayed = RunStore(store).events(handle.id)
+    assert [e.payload.get("result") for e in replayed if e.type == "step:done"] == live
+
+
 @workflow(name="sleepy")
 async def sleepy(ctx: WorkflowContext) -> str:
     await ctx.sleep(0.01)
