@@ -168,22 +168,33 @@ def current_run() -> RunContext:
     return _current.get()
 
 
-@contextlib.contextmanager
-def _changed(**changes: Any) -> Iterator[RunContext]:
+class _Changed:
+    """The current run changed for a block: a class, not a generator (a step enters one)."""
+
+    __slots__ = ("_context", "_token")
+
+    def __init__(self, context: RunContext) -> None:
+        self._context = context
+
+    def __enter__(self) -> RunContext:
+        self._token = _current.set(self._context)
+        return self._context
+
+    def __exit__(self, *exc: object) -> None:
+        _current.reset(self._token)
+
+
+def _changed(**changes: Any) -> _Changed:
     now = _current.get()
-    # Each field named (not `dataclasses.replace`, which looks them up on every call): a step
-    # enters a scope this way.
-    context = RunContext(
-        changes.get("attempt", now.attempt),
-        changes.get("scope", now.scope),
-        changes.get("call", now.call),
-        changes.get("bypassed", now.bypassed),
+    # Each field named (not `dataclasses.replace`, which looks them up on every call).
+    return _Changed(
+        RunContext(
+            changes.get("attempt", now.attempt),
+            changes.get("scope", now.scope),
+            changes.get("call", now.call),
+            changes.get("bypassed", now.bypassed),
+        )
     )
-    token = _current.set(context)
-    try:
-        yield context
-    finally:
-        _current.reset(token)
 
 
 @contextlib.contextmanager
