@@ -1,4 +1,4 @@
-"""`pyrula store check`: walk a store and list what is damaged."""
+"""`pyrula store`: check, migrate, copy and count a journal store."""
 
 from __future__ import annotations
 
@@ -50,6 +50,7 @@ def check_command(
         opened = Store(store, create=False, readonly=True)
         try:
             report = check(opened)
+            waiting = _waiting(opened)
         finally:
             opened.close()
     except PyrulaError as exc:
@@ -61,6 +62,7 @@ def check_command(
                     "exchanges": report.exchanges,
                     "blobs": report.blobs,
                     "damaged": [damage_json(item) for item in report.damage],
+                    "waiting": waiting,
                 }
             )
         )
@@ -69,6 +71,12 @@ def check_command(
             typer.echo(f"damaged: {damage_text(item)}")
         state = f"{len(report.damage)} damaged" if report.damage else "no damage found"
         typer.echo(f"{report.exchanges} exchanges, {report.blobs} request parts read: {state}")
+        if any(waiting.values()):
+            typer.echo(
+                f"waiting in logs: {waiting['recordings']} recording(s), "
+                f"{waiting['run_facts']} run fact(s), not in the store's tables yet (not "
+                "checked here): they go in when a process next opens the store to write"
+            )
     if not report.ok:
         raise typer.Exit(1)
 
@@ -120,15 +128,61 @@ def copy_command(
     Example: pyrula store copy ./.pyrula postgresql://pyrula@db.internal/pyrula
     """
     try:
+        left = _take_in_stopped_logs(source)
         with Store(source, create=False, readonly=True) as src, Store(target) as dst:
             counts = copy_store(src, dst)
     except PyrulaError as exc:
         raise _fail(exc, as_json) from None
+    if left is not None:
+        typer.echo(
+            f"warning: recordings or run facts that stopped processes left in {display(source)}'s "
+            f"logs are not in the copy: they could not be put in its tables first ({left}); "
+            "open it for writing (any pyrula command that writes to it) and copy again",
+            err=True,
+        )
     if as_json:
-        typer.echo(json.dumps({"copied": counts}))
+        typer.echo(json.dumps({"copied": counts, "not_taken_in": left}))
     else:
         total = ", ".join(f"{count} {name}" for name, count in counts.items() if count)
         typer.echo(f"copied {total or 'nothing'} into {display(target)}")
+
+
+def _waiting(store: Store) -> dict[str, int]:
+    """What a folder store's logs hold that its tables do not have yet: recordings of cassette
+    blocks (`pending.py`) and facts of runs executing alone (`fact_log`)."""
+    from pyrula.journal import pending
+    from pyrula.runtime import fact_log
+
+    if store.folder is None:
+        return {"recordings": 0, "run_facts": 0}
+    return {
+        "recordings": sum(1 for _ in pending.read_waiting(store.folder)),
+        "run_facts": sum(1 for _ in fact_log.read_logged(store.folder)),
+    }
+
+
+def _take_in_stopped_logs(source: str) -> str | None:
+    """Put in a folder store's tables what its stopped processes left in their logs, as any
+    process opening it to write does, so a copy of its tables holds it. Returns why that could
+    not be done (a read-only source, a full disk), or None."""
+    if is_url(source):
+        return None
+    with Store(source, create=False, readonly=True) as opened:
+        folder = opened.folder
+    logs = [] if folder is None else [folder / "pending", folder / "facts"]
+    if not any(next(logged.glob("*.log"), None) for logged in logs):
+        return None
+    from pyrula.journal import pending
+    from pyrula.journal.exchanges import Exchanges
+    from pyrula.runtime import fact_log
+
+    try:
+        with Store(source, create=False) as opened:
+            pending.recover(Exchanges(opened), again=True)
+            fact_log.recover(opened)
+    except PyrulaError as exc:
+        return str(exc)
+    return None
 
 
 @store_app.command("stats")

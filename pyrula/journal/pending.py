@@ -150,6 +150,14 @@ def read_entries_of(payloads: Iterable[bytes]) -> Iterator[PreparedExchange]:
             return
 
 
+def read_waiting(store_folder: Path) -> Iterator[PreparedExchange]:
+    """The recordings the pending logs of the store in `store_folder` hold now, stopped
+    processes' and live ones' alike, without putting them in the store (what `recover` takes)."""
+    folder = Path(store_folder) / "pending"
+    for path in sorted(folder.glob("*.log")) if folder.is_dir() else []:
+        yield from read_entries(path.read_bytes())
+
+
 _logs: LogRegistry[PendingLog] = LogRegistry()
 
 
@@ -242,6 +250,7 @@ __all__ = [
     "for_exchanges",
     "goes_to_log",
     "read_entries",
+    "read_waiting",
     "recover",
     "release",
 ]

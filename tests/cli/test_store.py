@@ -1,18 +1,31 @@
-"""`pyrula store check`, and `pyrula journal export` on a store with a damaged exchange."""
+"""`pyrula store`: check (damage, and what stopped processes left in their logs), copy, migrate;
+`pyrula journal export` on a store with a damaged exchange."""
 
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import signal
 from pathlib import Path
+from typing import Any
 
+import pytest
 from typer.testing import CliRunner
 
 from pyrula.cli.app import app
+from pyrula.errors import StoreFull
 from pyrula.journal import Exchanges, Store
+from pyrula.journal.lmdb_store import LmdbStore
+from pyrula.journal.pending import DIRECT_RECORDINGS
 from pyrula.journal.pg_schema import SCHEMA_VERSION
-from pyrula.runtime import RunStore
+from pyrula.runtime import RunStore, fact_log, submit
 from tests.cli.support import Invoke
+from tests.fakes.clock import wait_until
 from tests.fakes.postgres import fresh_url
+from tests.journal import _worker
+from tests.runtime.support import WorkerProcess
+from tests.runtime.worker_app import FAST_HANG_AT
 
 ENV = {"PYRULA_STORE": None, "COLUMNS": "160"}
 
@@ -122,3 +135,102 @@ def test_migrate_initialises_an_empty_database_and_names_its_schema() -> None:
     assert json.loads(result.stdout)["schema"] == SCHEMA_VERSION
     assert again.exit_code == 0 and f"schema {SCHEMA_VERSION}" in again.stdout
     assert folder.exit_code == 1 and "not a postgresql:// URL" in folder.output
+
+
+# -- what stopped processes left in their logs -------------------------------------------------
+
+
+def _leave_logs(store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Two killed processes' logs in `store_path`: a worker's logged run facts (SIGKILLed
+    mid-run) and a recording process's pending recordings (SIGKILLed inside its cassette
+    block). Returns the run's id."""
+    monkeypatch.setenv("PYRULA_TEST_NO_TIMED_FOLD", "1")
+    effects, hang_file = tmp_path / "effects", tmp_path / "hang"
+    effects.touch()
+    hang_file.touch()
+    with Store(store_path) as store:
+        run_id = submit("fast_steps", str(effects), str(hang_file), store=store).id
+    worker = WorkerProcess(store_path, "--lease-seconds", "30")
+    try:
+        wait_until(lambda: f"step {FAST_HANG_AT}" in effects.read_text(), "the step that hangs")
+        worker.send(signal.SIGKILL)
+        worker.exit_code()
+    finally:
+        worker.kill()
+    # Last: a process that opens the store to record takes stopped workers' logs in.
+    context = multiprocessing.get_context("spawn")
+    recorded, hang = context.Event(), context.Event()  # `hang` is never set
+    calls = DIRECT_RECORDINGS + 3
+    child = context.Process(
+        target=_worker.record_then_hang, args=(str(store_path), calls, recorded, hang, "sk-x")
+    )
+    child.start()
+    try:
+        assert recorded.wait(timeout=120), "the recording process did not record"
+    finally:
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(timeout=30)
+
+    return run_id
+
+
+def _steps_in_tables(where: str, run_id: str) -> int:
+    with Store(where, readonly=True) as opened:  # a reader takes no log in
+        return sum(1 for e in RunStore(opened).events(run_id) if e.type == "step:done")
+
+
+@pytest.mark.slow
+def test_check_counts_what_stopped_processes_left_in_logs_and_copy_takes_it_along(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "source"
+    run_id = _leave_logs(source, tmp_path, monkeypatch)
+    pending_logs = list((source / "pending").glob("*.log"))
+    fact_logs = list((source / "facts").glob("*.log"))
+    assert len(pending_logs) == len(fact_logs) == 1
+    waiting_recordings = 3  # the block's recordings past its first DIRECT_RECORDINGS
+    logged_steps = FAST_HANG_AT - fact_log.DIRECT_FACTS
+
+    checked = _store("check", "--store", str(source), "--json")
+    assert checked.exit_code == 0, checked.output
+    waiting = json.loads(checked.stdout)["waiting"]
+    assert waiting["recordings"] == waiting_recordings
+    assert waiting["run_facts"] == logged_steps + 1  # with the attempt's `run:attempt`
+    text = _store("check", "--store", str(source))
+    assert f"waiting in logs: {waiting_recordings} recording(s)" in text.output
+    # A check reads only: the logs are still there, their facts not in the tables.
+    assert list((source / "pending").glob("*.log")) == pending_logs
+    assert list((source / "facts").glob("*.log")) == fact_logs
+    assert _steps_in_tables(str(source), run_id) == fact_log.DIRECT_FACTS
+
+    target = tmp_path / "target"
+    copied = _store("copy", str(source), str(target), "--json")
+    assert copied.exit_code == 0, copied.output
+    assert json.loads(copied.stdout)["not_taken_in"] is None
+    assert json.loads(copied.stdout)["copied"]["exchanges"] == DIRECT_RECORDINGS + 3
+    assert _steps_in_tables(str(target), run_id) == FAST_HANG_AT
+    assert not list((source / "pending").glob("*.log"))
+    assert not list((source / "facts").glob("*.log"))
+    after = json.loads(_store("check", "--store", str(source), "--json").stdout)
+    assert after["waiting"] == {"recordings": 0, "run_facts": 0}
+
+
+@pytest.mark.slow
+def test_copy_from_a_source_that_cannot_take_its_logs_in_says_what_the_copy_lacks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "source"
+    _leave_logs(source, tmp_path, monkeypatch)
+    real_write = LmdbStore.write
+
+    def full_source(self: LmdbStore, fn: Any, **scope: Any) -> Any:
+        if Path(self.location) == source:  # the source's disk is full: it takes in nothing
+            raise StoreFull(self.location, 0, "mdb_txn_commit: No space left on device")
+        return real_write(self, fn, **scope)
+
+    monkeypatch.setattr(LmdbStore, "write", full_source)
+    copied = _store("copy", str(source), str(tmp_path / "target"), "--json")
+    assert copied.exit_code == 0, copied.output
+    assert "No space left" in json.loads(copied.stdout)["not_taken_in"]
+    assert "are not in the copy" in copied.stderr and "copy again" in copied.stderr
+    assert len(list((source / "facts").glob("*.log"))) == 1  # kept for the next opener
