@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import json
-import multiprocessing
-import os
-import signal
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +18,9 @@ from pyrula.journal.pending import DIRECT_RECORDINGS
 from pyrula.journal.pg_schema import SCHEMA_VERSION
 from pyrula.runtime import RunStore, fact_log, submit
 from tests.cli.support import Invoke
-from tests.fakes.clock import wait_until
 from tests.fakes.postgres import fresh_url
 from tests.journal import _worker
-from tests.runtime.support import WorkerProcess
+from tests.runtime.support import kill_worker_at
 from tests.runtime.worker_app import FAST_HANG_AT
 
 ENV = {"PYRULA_STORE": None, "COLUMNS": "160"}
@@ -150,27 +146,9 @@ def _leave_logs(store_path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     hang_file.touch()
     with Store(store_path) as store:
         run_id = submit("fast_steps", str(effects), str(hang_file), store=store).id
-    worker = WorkerProcess(store_path, "--lease-seconds", "30")
-    try:
-        wait_until(lambda: f"step {FAST_HANG_AT}" in effects.read_text(), "the step that hangs")
-        worker.send(signal.SIGKILL)
-        worker.exit_code()
-    finally:
-        worker.kill()
+    kill_worker_at(store_path, effects, FAST_HANG_AT)
     # Last: a process that opens the store to record takes stopped workers' logs in.
-    context = multiprocessing.get_context("spawn")
-    recorded, hang = context.Event(), context.Event()  # `hang` is never set
-    calls = DIRECT_RECORDINGS + 3
-    child = context.Process(
-        target=_worker.record_then_hang, args=(str(store_path), calls, recorded, hang, "sk-x")
-    )
-    child.start()
-    try:
-        assert recorded.wait(timeout=120), "the recording process did not record"
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.join(timeout=30)
-
+    _worker.kill_while_recording(store_path, DIRECT_RECORDINGS + 3, "sk-x")
     return run_id
 
 

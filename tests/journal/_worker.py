@@ -4,12 +4,16 @@ cost of spawning)."""
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
+import signal
+from pathlib import Path
 from typing import Any
 
 import openai
 
 import pyrula
-from pyrula.journal import pending
+from pyrula.journal import Store, pending
 from tests.fakes.openai_api import chat_completion, openai_client
 from tests.fakes.provider import OPENAI_LIB, Reply, Upstream, json_reply
 
@@ -45,3 +49,22 @@ def record_then_hang(store_path: str, calls: int, recorded: Any, hang: Any, api_
             assert ask(sdk, f"q{i}") == f"answer to q{i}"
         recorded.set()
         hang.wait()
+
+
+def kill_while_recording(store_path: Path, calls: int, api_key: str) -> None:
+    """Record `calls` exchanges in a child process's block and SIGKILL it inside the block
+    (`record_then_hang`): its pending log is left behind as a stopped process's."""
+    Store(store_path).close()
+    context = multiprocessing.get_context("spawn")
+    recorded, hang = context.Event(), context.Event()  # `hang` is never set
+    child = context.Process(
+        target=record_then_hang, args=(str(store_path), calls, recorded, hang, api_key)
+    )
+    child.start()
+    try:
+        assert recorded.wait(timeout=120), "the recording process did not record"
+    finally:
+        assert child.pid is not None
+        os.kill(child.pid, signal.SIGKILL)
+        child.join(timeout=30)
+    assert child.exitcode == -signal.SIGKILL

@@ -3,10 +3,8 @@ in the store when the block ends, and recovered after the recording process is k
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import re
-import signal
 import time
 from pathlib import Path
 
@@ -123,23 +121,6 @@ def test_recordings_that_come_slowly_are_committed_each_on_its_own(store_path, m
         assert not list((store_path / "pending").glob("*.log"))
 
 
-def _kill_while_recording(store_path: Path, calls: int) -> None:
-    """Record `calls` exchanges in a child process's block and SIGKILL it inside the block."""
-    Store(store_path).close()
-    context = multiprocessing.get_context("spawn")
-    recorded, hang = context.Event(), context.Event()  # `hang` is never set
-    child = context.Process(
-        target=_worker.record_then_hang, args=(str(store_path), calls, recorded, hang, SECRET)
-    )
-    child.start()
-    try:
-        assert recorded.wait(timeout=120), "the recording process did not record"
-    finally:
-        os.kill(child.pid, signal.SIGKILL)
-        child.join(timeout=30)
-    assert child.exitcode == -signal.SIGKILL
-
-
 def _damage_none(data: bytes) -> bytes:
     return data
 
@@ -157,7 +138,7 @@ def _damage_torn_tail(data: bytes) -> bytes:
 @pytest.mark.parametrize("damage", [_damage_none, _damage_torn_tail], ids=["whole", "torn tail"])
 def test_recordings_of_a_killed_process_are_recovered_and_replay_offline(store_path, damage):
     calls = DIRECT_RECORDINGS + 4
-    _kill_while_recording(store_path, calls)
+    _worker.kill_while_recording(store_path, calls, SECRET)
     (log,) = (store_path / "pending").glob("*.log")
     log.write_bytes(damage(log.read_bytes()))
     assert _offline(store_path, "killed", calls) == [f"answer to q{i}" for i in range(calls)]
@@ -167,7 +148,7 @@ def test_recordings_of_a_killed_process_are_recovered_and_replay_offline(store_p
 
 @pytest.mark.slow
 def test_a_pending_log_holds_no_secret(store_path):
-    _kill_while_recording(store_path, DIRECT_RECORDINGS + 3)
+    _worker.kill_while_recording(store_path, DIRECT_RECORDINGS + 3, SECRET)
     (log,) = (store_path / "pending").glob("*.log")
     assert len(list(pending.read_entries(log.read_bytes()))) == 3
     for path in store_path.rglob("*"):

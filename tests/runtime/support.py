@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -17,6 +18,7 @@ import openai
 
 from pyrula.journal.store import open_store
 from pyrula.runtime import RunHandle, Worker, submit
+from tests.fakes.clock import wait_until
 from tests.fakes.openai_api import chat_completion, openai_client
 from tests.fakes.provider import OPENAI_LIB, Reply, Upstream, json_reply
 
@@ -136,3 +138,15 @@ class WorkerProcess:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def kill_worker_at(store_path: Path, effects: Path, step: int) -> None:
+    """Start a real `pyrula worker` on `store_path` (`worker_app`) and SIGKILL it once `effects`
+    shows it executing `step` (a step that hangs: `fast_steps`' FAST_HANG_AT)."""
+    worker = WorkerProcess(store_path, "--lease-seconds", "30")
+    try:
+        wait_until(lambda: f"step {step}" in effects.read_text(), "the step that hangs")
+        worker.send(signal.SIGKILL)
+        worker.exit_code()
+    finally:
+        worker.kill()

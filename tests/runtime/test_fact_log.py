@@ -8,7 +8,6 @@ import asyncio
 import errno
 import os
 import shutil
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -23,7 +22,7 @@ from pyrula.runtime.fact_log import read_logged
 from pyrula.workflows import WorkflowContext, workflow
 from tests.fakes.clock import wait_until
 from tests.fakes.store_faults import fail_writes
-from tests.runtime.support import WorkerProcess, drive, new_store
+from tests.runtime.support import drive, kill_worker_at, new_store
 from tests.runtime.worker_app import FAST_HANG_AT, FAST_STEPS
 
 SEEN: dict[str, list[int]] = {}
@@ -268,13 +267,7 @@ def test_a_killed_workers_logged_facts_are_taken_by_the_next_and_not_done_again(
     handle = RunHandle(
         submit("fast_steps", str(effects), str(hang), store=store).id, RunStore(store)
     )
-    worker = WorkerProcess(store_path, "--lease-seconds", "30")
-    try:
-        wait_until(lambda: f"step {FAST_HANG_AT}" in effects.read_text(), "the step that hangs")
-        worker.send(signal.SIGKILL)
-        worker.exit_code()
-    finally:
-        worker.kill()
+    kill_worker_at(store_path, effects, FAST_HANG_AT)
     # Steps past the first DIRECT_FACTS are durable only in the killed worker's log.
     logged = [f.event.payload["name"] for f in read_logged(store_path) if "name" in f.event.payload]
     assert logged == [f"s{i}" for i in range(fact_log.DIRECT_FACTS, FAST_HANG_AT)]
