@@ -75,7 +75,8 @@ def check_command(
             typer.echo(
                 f"waiting in logs: {waiting['recordings']} recording(s), "
                 f"{waiting['run_facts']} run fact(s), not in the store's tables yet (not "
-                "checked here): they go in when a process next opens the store to write"
+                "checked here): a running process puts its own in within about a second, a "
+                "stopped one's go in when a process next opens the store to write"
             )
     if not report.ok:
         raise typer.Exit(1)

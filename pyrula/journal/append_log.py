@@ -246,15 +246,19 @@ class _Chores:
         self._changed = threading.Condition()
         self._due: list[tuple[float, int, Callable[[], None]]] = []  # a heap, soonest first
         self._order = itertools.count()  # ties keep the order they were asked in
-        self._pid: int | None = None  # whose thread runs: a forked child starts its own
+        self._pid: int | None = None  # whose chores these are: a forked child has its own
+        self._thread: threading.Thread | None = None
 
     def call_at(self, when: float, fn: Callable[[], None]) -> None:
         """Call `fn` on the thread once `time.monotonic()` reaches `when`."""
         with self._changed:
             if self._pid != os.getpid():
-                self._pid = os.getpid()
-                self._due = []  # a parent's chores are not the child's
-                threading.Thread(target=self._run, name="pyrula-chores", daemon=True).start()
+                self._pid, self._due, self._thread = os.getpid(), [], None
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(
+                    target=self._run, name="pyrula-chores", daemon=True
+                )
+                self._thread.start()
             heapq.heappush(self._due, (when, next(self._order), fn))
             if self._due[0][2] is fn:
                 self._changed.notify()

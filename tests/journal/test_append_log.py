@@ -8,6 +8,7 @@ import threading
 import pytest
 
 from pyrula.journal.append_log import FoldTimer
+from tests.fakes.clock import wait_until
 
 WAIT = 10.0  # seconds to wait for a fold that must come (it comes in milliseconds)
 
@@ -96,3 +97,17 @@ def test_a_forked_child_folds_on_a_thread_of_its_own():
     child.join(WAIT)
     assert child.exitcode == 0
     assert result.get() == (True, 1)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_chore_that_ends_the_thread_leaves_the_next_timers_a_new_one():
+    def ends_the_thread() -> None:
+        raise SystemExit  # a BaseException: not logged and passed over, it ends the thread
+
+    FoldTimer(ends_the_thread, lambda: 0.0).start()
+    wait_until(lambda: not _chores_threads(), "the chores thread to end")
+    calls: list[str] = []
+    done = threading.Event()
+    _timer(0.0, calls, "after", done).start()
+    assert done.wait(WAIT)
+    assert calls == ["after"]
