@@ -169,10 +169,8 @@ def _take_in_stopped_logs(source: str) -> str | None:
     if is_url(source):
         return None
     with Store(source, create=False, readonly=True) as opened:
-        folder = opened.folder
-    logs = [] if folder is None else [folder / "pending", folder / "facts"]
-    if not any(next(logged.glob("*.log"), None) for logged in logs):
-        return None
+        if not any(_waiting(opened).values()):
+            return None
     from pyrula.journal import pending
     from pyrula.journal.exchanges import Exchanges
     from pyrula.runtime import fact_log

@@ -33,7 +33,7 @@ import time
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pyrula.errors import StoreError, StoreFull
 from pyrula.journal.lmdb_store import free_bytes
@@ -169,6 +169,13 @@ def read_payloads(data: bytes, magic: bytes) -> Iterator[bytes]:
             return
         yield body[_U64.size :]
         at += _ENTRY.size + length
+
+
+def every_log(folder: Path, magic: bytes) -> Iterator[Iterator[bytes]]:
+    """The payloads of each log in `folder`, stopped processes' and live ones' alike, read as
+    they are now (nothing is locked, put in the store or deleted)."""
+    for path in sorted(folder.glob("*.log")) if folder.is_dir() else []:
+        yield read_payloads(path.read_bytes(), magic)
 
 
 def stopped_logs(folder: Path, magic: bytes) -> Iterator[tuple[Path, list[bytes]]]:
@@ -317,8 +324,8 @@ class FoldTimer:
 
 class BatchLog:
     """What a log of facts waiting to be put in the store shares, whatever the facts: the file,
-    a lock, the fold timer, and closing. A subclass keeps its facts and puts them in the store
-    (`fold`, under `_lock`; it cancels the timer and restarts `_log` once they are in)."""
+    a lock, appending, the fold timer, and closing. A subclass holds its facts (`_keep`) and puts
+    them in the store (`fold`, under `_lock`; it calls `_emptied` once they are in)."""
 
     noun = "entries"  # what it holds, for log lines
 
@@ -326,6 +333,7 @@ class BatchLog:
         self, folder: Path, magic: bytes, what: str, fold_seconds: Callable[[], float]
     ) -> None:
         self._log = AppendLog(folder, magic, what)
+        self.what = what
         self.pid = self._log.pid
         self.path = self._log.path
         self._lock = threading.Lock()
@@ -336,6 +344,32 @@ class BatchLog:
 
     def fold(self) -> int:
         raise NotImplementedError
+
+    def _keep(self, fact: Any) -> int:
+        """Under `_lock`: hold `fact`, just appended, until a fold; return how many wait."""
+        raise NotImplementedError
+
+    def _append(self, fact: Any, payload: bytes, every: int, most: int) -> None:
+        """Make `fact`, encoded as `payload`, durable (one write and one flush) before returning,
+        and `_keep` it. Once `every` facts wait, or the log holds `most` bytes, they are put in
+        the store (a failure there is logged: what is appended is kept either way); else the
+        timer is started."""
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"the {self.what} {self.path} was closed; open the store again")
+            self._log.append(payload)
+            full = self._keep(fact) >= every or self._log.used >= most
+            if not full:
+                self._timer.start()
+        if full:
+            self._fold_logged()
+
+    def _emptied(self) -> None:
+        """Under `_lock`, once a fold has put every fact in the store: the log starts afresh.
+        A crash before the next append's flush replays facts the store has, which each kind's
+        recovery takes in its stride."""
+        self._timer.cancel()
+        self._log.restart()
 
     def _fold_logged(self) -> None:
         """`fold`, for a caller with nobody to raise to (an append whose entry is already
@@ -454,6 +488,7 @@ __all__ = [
     "FieldReader",
     "FoldTimer",
     "LogRegistry",
+    "every_log",
     "field",
     "folder_for",
     "read_payloads",

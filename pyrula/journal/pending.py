@@ -29,6 +29,7 @@ from pyrula.journal.append_log import (
     BatchLog,
     FieldReader,
     LogRegistry,
+    every_log,
     field,
     folder_for,
     read_payloads,
@@ -75,17 +76,14 @@ class PendingLog(BatchLog):
         """Make `prepared` durable (one write and one flush) before returning; put the batch in
         the store when it is big enough (if that fails, the batch waits for the next fold, and
         the failure is logged: this recording is kept either way)."""
-        with self._lock:  # the generation too: a fold may bump it
-            self._log.append(_encode(prepared))
-            self._entries.append(prepared)
-            self._keys.add(prepared.key)
-            if prepared.sent is not None:
-                self._sent.add(prepared.sent[0])
-            full = len(self._entries) >= FOLD_EVERY or self._log.used >= FOLD_BYTES
-            if not full:
-                self._timer.start()
-        if full:
-            self._fold_logged()
+        self._append(prepared, _encode(prepared), FOLD_EVERY, FOLD_BYTES)
+
+    def _keep(self, fact: PreparedExchange) -> int:
+        self._entries.append(fact)
+        self._keys.add(fact.key)
+        if fact.sent is not None:
+            self._sent.add(fact.sent[0])
+        return len(self._entries)
 
     def fold(self) -> int:
         """Put every pending recording in the store in one transaction; return how many. The
@@ -104,8 +102,7 @@ class PendingLog(BatchLog):
             self._entries = []
             self._keys.clear()
             self._sent.clear()
-            self._timer.cancel()
-            self._log.restart()  # a crash before the next flush replays what `recover` skips
+            self._emptied()  # a log replayed after this adds nothing twice: `recover` skips it
             return len(entries)
 
 
@@ -153,9 +150,8 @@ def read_entries_of(payloads: Iterable[bytes]) -> Iterator[PreparedExchange]:
 def read_waiting(store_folder: Path) -> Iterator[PreparedExchange]:
     """The recordings the pending logs of the store in `store_folder` hold now, stopped
     processes' and live ones' alike, without putting them in the store (what `recover` takes)."""
-    folder = Path(store_folder) / "pending"
-    for path in sorted(folder.glob("*.log")) if folder.is_dir() else []:
-        yield from read_entries(path.read_bytes())
+    for payloads in every_log(Path(store_folder) / "pending", _MAGIC):
+        yield from read_entries_of(payloads)
 
 
 _logs: LogRegistry[PendingLog] = LogRegistry()

@@ -17,7 +17,7 @@ import inspect
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from pyrula.errors import RecordRefused
@@ -184,17 +184,20 @@ class _Changed:
         _current.reset(self._token)
 
 
-def _changed(**changes: Any) -> _Changed:
+def _derived(**changes: Any) -> RunContext:
+    """The current run with `changes`: each field named (not `dataclasses.replace`, which
+    looks them up on every call; a step derives one)."""
     now = _current.get()
-    # Each field named (not `dataclasses.replace`, which looks them up on every call).
-    return _Changed(
-        RunContext(
-            changes.get("attempt", now.attempt),
-            changes.get("scope", now.scope),
-            changes.get("call", now.call),
-            changes.get("bypassed", now.bypassed),
-        )
+    return RunContext(
+        changes.get("attempt", now.attempt),
+        changes.get("scope", now.scope),
+        changes.get("call", now.call),
+        changes.get("bypassed", now.bypassed),
     )
+
+
+def _changed(**changes: Any) -> _Changed:
+    return _Changed(_derived(**changes))
 
 
 @contextlib.contextmanager
@@ -215,7 +218,7 @@ def in_scope(scope: Scope) -> contextlib.AbstractContextManager[RunContext]:
 
 def enter_scope(scope: Scope) -> None:
     """Set the scope of a context copied for a thread of the run, for as long as it lives."""
-    _current.set(replace(_current.get(), scope=scope))
+    _current.set(_derived(scope=scope))
 
 
 def bypassed() -> contextlib.AbstractContextManager[RunContext]:

@@ -39,9 +39,9 @@ from pyrula.journal.append_log import (
     BatchLog,
     FieldReader,
     LogRegistry,
+    every_log,
     field,
     folder_for,
-    read_payloads,
     stopped_logs,
 )
 from pyrula.journal.store import Store, Txn
@@ -120,17 +120,12 @@ class FactLog(BatchLog):
 
     def append(self, fact: LoggedFact) -> None:
         """Make `fact` durable (one write and one flush) before returning."""
-        with self._lock:
-            if self._closed:
-                raise StoreError(f"the fact log {self.path} was closed; open the store again")
-            self._log.append(fact.encode())
-            self._facts.append(fact)
-            self._runs.add(fact.run_id)
-            full = len(self._facts) >= FOLD_EVERY or self._log.used >= FOLD_BYTES
-            if not full:
-                self._timer.start()
-        if full:
-            self._fold_logged()
+        self._append(fact, fact.encode(), FOLD_EVERY, FOLD_BYTES)
+
+    def _keep(self, fact: LoggedFact) -> int:
+        self._facts.append(fact)
+        self._runs.add(fact.run_id)
+        return len(self._facts)
 
     def fold(self) -> int:
         """Put every logged fact in the store in one transaction; return how many were taken.
@@ -158,8 +153,7 @@ class FactLog(BatchLog):
             if taken:
                 self._refused |= taken[0]
                 self._facts, self._runs = [], set()
-                self._timer.cancel()
-                self._log.restart()
+                self._emptied()
 
 
 def _put_in_store(store: Store, txn: Txn, facts: Iterable[LoggedFact]) -> set[tuple[str, bytes]]:
@@ -312,9 +306,8 @@ def _recover_one(store: Store, path: Path, payloads: list[bytes]) -> int:
 def read_logged(store_folder: Path) -> Iterator[LoggedFact]:
     """The facts the fact logs of the store in `store_folder` hold now, stopped processes' and
     live ones' alike, without putting them in the store (what `recover` would take)."""
-    folder = Path(store_folder) / "facts"
-    for path in sorted(folder.glob("*.log")) if folder.is_dir() else []:
-        yield from _decoded(read_payloads(path.read_bytes(), _MAGIC))
+    for payloads in every_log(Path(store_folder) / "facts", _MAGIC):
+        yield from _decoded(payloads)
 
 
 atexit.register(_logs.close_all)
