@@ -70,10 +70,14 @@ def _may_hold_pattern(data: bytes) -> bool:
 def secret_values(headers: Mapping[str, str], url: str) -> list[bytes]:
     """The literal credentials a request carries, so they can be masked wherever they echo."""
     found: list[str] = []
-    for name, value in headers.items():
-        if name.lower() in SECRET_HEADERS and value:
-            found.append(value)
-            scheme, _, token = value.partition(" ")
+    for name in headers:  # names first: an HTTP stack's mapping decodes a value when asked
+        if name.lower() not in SECRET_HEADERS or not (value := headers[name]):
+            continue
+        # A header sent twice reads as one value, the two joined by ", " (httpx's mapping, the
+        # proxy's): each is a secret of its own, wherever one echoes alone.
+        for one in (value, *value.split(", ")) if ", " in value else (value,):
+            found.append(one)
+            scheme, _, token = one.partition(" ")
             if token and scheme.lower() in {"bearer", "basic", "token"}:
                 found.append(token)
     found += _query_secrets(url)
@@ -154,6 +158,16 @@ def _occurrences(body: bytes, secret: bytes) -> Iterator[tuple[int, int]]:
         at = body.find(secret, at + len(secret))
 
 
+def scrub_values(pairs: list[tuple[str, str]], secrets: Iterable[bytes]) -> list[tuple[str, str]]:
+    """Header pairs with the given literal secrets masked in their values (the list itself when
+    none holds one: the common case is found with one search per secret)."""
+    secrets = list(secrets)
+    values = "\n".join([value for _, value in pairs]).encode()
+    if not any(secret in values for secret in secrets):
+        return pairs
+    return [(name, scrub_bytes(value.encode(), secrets).decode()) for name, value in pairs]
+
+
 def scrub_text(text: str, secrets: Iterable[bytes] = ()) -> str:
     return scrub_bytes(text.encode(), secrets, patterns=True).decode("utf-8", "replace")
 
@@ -184,5 +198,5 @@ def kept_reply_headers(
     return [
         (name, value)
         for name, value in headers
-        if name.lower() not in SECRET_HEADERS and name.lower() not in dropped
+        if (lowered := name.lower()) not in SECRET_HEADERS and lowered not in dropped
     ]

@@ -129,6 +129,25 @@ def test_the_scrubbed_error_body_still_replays(store_path):
     assert ECHOED not in message and message.startswith("bad key ")
 
 
+@pytest.mark.parametrize("lib", [httpx, httpx2], ids=["httpx", "httpx2"])
+def test_each_of_a_repeated_credential_header_is_masked_where_it_echoes(store_path, lib):
+    # Two `cookie` headers (and two `x-api-key`s): a reply that echoes one of them alone must
+    # not keep it, though the stack also shows them joined ("a, b") as one value.
+    first, second = "session=first-planted-cookie-0123", "theme=second-planted-cookie-4567"
+    keys = ["key-one-planted-0123456789", "key-two-planted-9876543210"]
+    upstream = Upstream(lib, lambda r: json_reply({"saw": [second, keys[1]], "ok": True}))
+    client = lib.Client(transport=journal_transport(lib, upstream.transport()))
+    headers = [("cookie", first), ("cookie", second), ("x-api-key", keys[0])]
+    with pyrula.cassette("repeated", store=store_path):
+        live = client.post(
+            "https://api.test/v1/x", json={"a": 1}, headers=[*headers, ("x-api-key", keys[1])]
+        )
+    assert second in live.text  # the caller gets the reply as it came
+    raw = _raw_store(store_path)
+    for secret in (first, second, *keys):
+        assert secret.encode() not in raw, f"{secret!r} reached the store"
+
+
 def _split_everywhere(body: bytes, secret: bytes) -> list[list[bytes]]:
     """The body cut in two at every offset inside `secret` (the first occurrence)."""
     at = body.index(secret)
