@@ -14,7 +14,7 @@ from pyrula.journal.pending import PendingLog
 from pyrula.journal.store import Txn
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per recording (as `Exchange`)
 class Reply:
     """A whole live reply, as the transport saw it."""
 
@@ -89,10 +89,9 @@ def record_exchange(
         # On the whole body, not per frame: a chunk boundary may fall inside a credential.
         frames = scrub.scrub_frames(frames, secrets, patterns=is_error)
     # A body kept undecoded keeps the content-encoding that tells a replay how to read it.
-    headers = [
-        (k, scrub.scrub_bytes(v.encode(), secrets).decode())
-        for k, v in scrub.kept_reply_headers(reply.headers, keep_encoding=not reply.decoded)
-    ]
+    headers = scrub.scrub_values(
+        scrub.kept_reply_headers(reply.headers, keep_encoding=not reply.decoded), secrets
+    )
     if not reply.streamed and any(k.lower() == "content-length" for k, _ in reply.headers):
         # SDKs expose the reply's headers (google-genai's `sdk_http_response`): a plain reply
         # that had a length replays with one, the length of the body as stored.
