@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from functools import lru_cache
 from typing import Any, NamedTuple
 
 from pyrula.errors import StoreCorrupt
@@ -21,13 +20,12 @@ from pyrula.journal.store import Txn
 _INLINE_MAX = 128
 _EMPTY = b"\x00" * 32
 _sha256 = hashlib.sha256
-_quote = json.encoder.encode_basestring  # a JSON string, unescaped, as `canonical_json` makes it
 
 
 class EncodedRequest(NamedTuple):
     """A request document as `put_request` stores it, computed once: its reference, the
-    blobs to put (digest, bytes) in order, and the document as canonical JSON (assembled from
-    the same bytes: what the recorder scrubs and the size cap counts)."""
+    blobs to put (digest, bytes) in order, and the document as canonical JSON (what the
+    recorder scrubs and the size cap counts)."""
 
     ref: str
     blobs: list[tuple[bytes, bytes]]
@@ -40,59 +38,44 @@ def _blob(blobs: list[tuple[bytes, bytes]], data: bytes) -> bytes:
     return digest
 
 
-def _encode_value(blobs: list[tuple[bytes, bytes]], value: Any) -> tuple[Any, bytes]:
-    """What a document holds in place of `value` (inline, or a reference), and `value` as
-    canonical JSON. A tuple is a list: the recorder's documents were once re-parsed JSON."""
-    if isinstance(value, (list, tuple)) and value:
+# Values whose canonical JSON is never longer than `_INLINE_MAX` (an int of fewer than 100
+# digits): kept inline without encoding them to find out.
+_SHORT_KINDS = (bool, type(None))
+_SHORT_INT = 10**100
+
+
+def _stored_value(blobs: list[tuple[bytes, bytes]], value: Any) -> Any:
+    """What a document holds in place of `value`: the value inline, or a reference to its blob
+    (a list: to its chain of cells). A tuple is a list: the recorder's documents were once
+    re-parsed JSON."""
+    kind = type(value)
+    if (kind is list or kind is tuple) and value:
         cell = _EMPTY
-        elements = [canonical_json(element) for element in value]
-        for element in elements:
-            cell = _blob(blobs, b"L" + cell + _blob(blobs, element))
-        return {"$list": cell.hex(), "$n": len(value)}, b"[" + b",".join(elements) + b"]"
-    encoded = canonical_json(value)
-    if len(encoded) <= _INLINE_MAX:
+        for element in value:
+            cell = _blob(blobs, b"L" + cell + _blob(blobs, canonical_json(element)))
+        return {"$list": cell.hex(), "$n": len(value)}
+    if kind in _SHORT_KINDS or (kind is int and -_SHORT_INT < value < _SHORT_INT):
+        return value
+    if len(canonical_json(value)) <= _INLINE_MAX:
         # A small object that itself looks like a reference is wrapped, never misread.
         if isinstance(value, dict) and ({"$blob", "$list", "$inline"} & value.keys()):
-            return {"$inline": value}, encoded
-        return value, encoded
-    return {"$blob": _blob(blobs, encoded).hex()}, encoded
-
-
-@lru_cache(maxsize=1024)
-def _name_json(name: str) -> bytes:
-    """A member's name as canonical JSON (`TypeError` for a name that is not a string). A
-    document's names are few and recur in every request: each is encoded once."""
-    return _quote(name).encode("utf-8", "surrogatepass")
-
-
-def _object_json(members: dict[str, bytes]) -> bytes:
-    """`{name: value}` as canonical JSON, from each value's canonical JSON."""
-    return b"{" + b",".join([_name_json(k) + b":" + members[k] for k in sorted(members)]) + b"}"
+            return {"$inline": value}
+        return value
+    return {"$blob": _blob(blobs, canonical_json(value)).hex()}
 
 
 def encode_request(doc: dict[str, Any]) -> EncodedRequest:
-    """Each part of `doc` serialised and hashed once: what `put_request` stores and returns."""
+    """Each part of `doc` serialised and hashed once: what `put_request` stores and returns.
+    The document's own canonical JSON is made in one pass of the encoder (C), which costs less
+    than assembling it from its parts' encodings."""
     blobs: list[tuple[bytes, bytes]] = []
-    stored: dict[str, Any] = {}
-    sections: dict[str, bytes | dict[str, bytes]] = {}  # each part's canonical JSON
-    for section, part in doc.items():
-        if not isinstance(part, dict):
-            stored[section] = part
-            sections[section] = canonical_json(part)
-            continue
-        values: dict[str, Any] = {}
-        members: dict[str, bytes] = {}
-        for name, value in part.items():
-            values[name], members[name] = _encode_value(blobs, value)
-        stored[section] = values
-        sections[section] = members
-    try:
-        whole = _object_json(
-            {k: v if isinstance(v, bytes) else _object_json(v) for k, v in sections.items()}
-        )
-    except TypeError:  # a name that is not a string (never in a recorded document)
-        whole = canonical_json(doc)  # the encoder's own way, which turns it into one
-    return EncodedRequest(_blob(blobs, canonical_json(stored)).hex(), blobs, whole)
+    stored = {
+        section: {name: _stored_value(blobs, value) for name, value in part.items()}
+        if isinstance(part, dict)
+        else part
+        for section, part in doc.items()
+    }
+    return EncodedRequest(_blob(blobs, canonical_json(stored)).hex(), blobs, canonical_json(doc))
 
 
 def put_encoded(txn: Txn, db: Any, encoded: EncodedRequest) -> str:

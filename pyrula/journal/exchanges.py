@@ -40,7 +40,9 @@ PAGE_BYTES = 64 * 1024
 _U32 = struct.Struct(">I")
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen: one is made per recording, and a frozen dataclass sets each field through
+# `object.__setattr__` (about 4x the cost of building it).
+@dataclass(slots=True)
 class Exchange:
     """One live exchange to write, already scrubbed: `Exchanges.put` makes its record."""
 

@@ -16,6 +16,7 @@ exporting it again gives the same bytes.
 from __future__ import annotations
 
 import json
+import re
 import struct
 import zlib
 from typing import Any, NamedTuple
@@ -27,6 +28,8 @@ RECORD_FORMAT = 3
 _U32 = struct.Struct(">I")
 _CRC_AND_LENGTH = struct.Struct(">II")
 _HEADER_DECODER = json.JSONDecoder()
+# `json.dumps` with options builds an encoder per call; a record is written per recording.
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
 _MARK_2 = 0xC5  # the first byte of a format 2 value (checksummed, JSON header)
 _MARK_3 = 0xC6  # the first byte of a format 3 value (checksummed, binary header)
 
@@ -37,6 +40,7 @@ _MARK_3 = 0xC6  # the first byte of a format 3 value (checksummed, binary header
 _FIXED = struct.Struct(">16s32s32sHBIIQddIII")
 _FIXED_END = 5 + _FIXED.size  # after the marker byte and the checksum
 _STREAMED = 1
+_LOWER_HEX = {n: re.compile(f"[0-9a-f]{{{n}}}") for n in (32, 64)}
 _new_tuple = tuple.__new__
 
 
@@ -89,7 +93,7 @@ def encode(record: ExchangeRecord, first_page: bytes) -> bytes:
     """
     if record.format >= 3:
         return _encode_3(record, first_page)
-    header = json.dumps(record.to_json(), separators=(",", ":")).encode()
+    header = _COMPACT.encode(record.to_json()).encode()
     body = _U32.pack(len(header)) + header + first_page
     if record.format < 2:
         return body
@@ -100,13 +104,7 @@ def fits_format_3(record: ExchangeRecord) -> str | None:
     """Why format 3 cannot hold `record` exactly, or None when it can."""
     for name, digits in (("id", 32), ("fingerprint", 64), ("request", 64)):
         value = getattr(record, name)
-        if not (type(value) is str and len(value) == digits and value == value.lower()):
-            return f"{name} is not {digits} lower-case hex digits"
-        try:
-            raw = bytes.fromhex(value)  # which skips spaces: the length below catches them
-        except ValueError:
-            raw = b""
-        if len(raw) != digits // 2:
+        if type(value) is not str or _LOWER_HEX[digits].fullmatch(value) is None:
             return f"{name} is not {digits} lower-case hex digits"
     counts = (record.status, record.frames, record.pages, len(record.headers))
     if not all(type(n) is int and 0 <= n < 1 << 32 for n in counts) or record.status > 0xFFFF:
@@ -153,7 +151,7 @@ def _encode_3(record: ExchangeRecord, first_page: bytes) -> bytes:
 
 def _pack_3(record: ExchangeRecord, first_page: bytes) -> bytes:
     text = "\x00".join(_strings(record)).encode("utf-8", "surrogatepass")
-    extra = json.dumps(record.extra, separators=(",", ":")).encode() if record.extra else b""
+    extra = _COMPACT.encode(record.extra).encode() if record.extra else b""
     if len(text) >= 1 << 32 or len(extra) >= 1 << 32:
         raise ValueError("record format 3 cannot hold this record: its text is over 4 GiB")
     fixed = _FIXED.pack(

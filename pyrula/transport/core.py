@@ -78,7 +78,7 @@ def offload_of(sink: object) -> Offload | None:
     return found
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)  # not frozen: one per recording (as `journal.exchanges.Exchange`)
 class Callbacks:
     """A `Sink` made of functions: `on_abandon` (when set) takes an unfinished reply, and
     `on_truncated` a truncated one (default: `on_abandon`); `offload`, where an async tee runs

@@ -179,3 +179,39 @@ def test_a_format_3_record_its_layout_cannot_hold_is_refused_on_import(
             Exchanges(other).restore([item])
         assert refused.value.index == 0
         assert other.stat()["entries"]["exchanges"] == 0
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("id", "AB" * 16),  # upper case
+        ("id", "ab" * 15 + " a"),  # a space, which `bytes.fromhex` would skip
+        ("id", "ab" * 15),  # short
+        ("fingerprint", "g" * 64),  # not hex
+        ("fingerprint", "\u0661" * 64),  # a digit, but not an ASCII one
+        ("request", None),
+    ],
+)
+def test_a_record_whose_ids_are_not_lower_case_hex_is_kept_exactly_in_format_2(field, value):
+    from pyrula.journal.records import ExchangeRecord, decode, encode_newest
+
+    good = ExchangeRecord(
+        id="0f" * 16,
+        surface="openai.chat",
+        fingerprint="a1" * 32,
+        request="b2" * 32,
+        method="POST",
+        url=URL,
+        status=200,
+        headers=[("content-type", "application/json")],
+        frames=1,
+        size=2,
+        pages=1,
+        streamed=False,
+        recorded_at=1.5,
+        elapsed_ms=2.5,
+    )
+    assert encode_newest(good, b"{}")[0].format == 3
+    odd, value_bytes = encode_newest(good._replace(**{field: value}), b"{}")
+    assert odd.format == 2 and getattr(odd, field) == value
+    assert decode(value_bytes) == (odd, b"{}")
