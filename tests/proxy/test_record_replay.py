@@ -208,6 +208,24 @@ def test_credentials_go_upstream_in_record_mode_and_never_reach_the_store(store)
     assert KEY.encode() not in store_bytes(store)
 
 
+def test_each_of_a_repeated_credential_header_is_masked_where_the_reply_echoes_it(store):
+    first, second = "session=first-proxy-cookie-0123", "theme=second-proxy-cookie-4567"
+    echo = {"choices": [], "seen": second}  # the reply echoes only the second cookie
+    with (
+        Server(lambda seen: Script(frames=[json.dumps(echo).encode()])) as upstream,
+        running(store, "record", routes=routes_to(upstream.url)) as proxy,
+    ):
+        reply = OPENAI_HTTP.post(
+            proxy.base_url("openai") + "/v1/chat/completions",
+            headers=[("authorization", f"Bearer {KEY}"), ("cookie", first), ("cookie", second)],
+            json={"model": "m", "messages": ASK},
+        )
+    assert reply.status_code == 200 and second in reply.text  # the caller's reply as it came
+    assert len(records(store)) == 1
+    for secret in (first, second, KEY):
+        assert secret.encode() not in store_bytes(store), f"{secret!r} reached the store"
+
+
 def test_the_cassette_header_selects_a_namespace(store, standin):
     with running(store, "record", routes=routes_to(standin.url)) as proxy:
         openai_via(proxy, default_headers={"x-pyrula-cassette": "suite-a"}).chat.completions.create(
