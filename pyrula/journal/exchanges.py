@@ -255,7 +255,7 @@ class Exchanges:
         """Everything a write of `exchange` under `key` puts, encoded once (`apply` writes it):
         the record, its pages, its request's blobs and `sent`, its sent-index entry."""
         frames = exchange.frames
-        size = sum(len(f) for f in frames)
+        size = sum(map(len, frames))
         request = exchange.request_doc
         if not isinstance(request, blobs.EncodedRequest):
             request = blobs.encode_request(request)
@@ -280,9 +280,8 @@ class Exchanges:
             extra=exchange.extra,
         )
         record, value = encode_newest(record, pages[0])
-        return PreparedExchange(
-            key, record, value, _later_pages(record, pages), request.blobs, sent
-        )
+        later = _later_pages(record, pages) if len(pages) > 1 else []
+        return PreparedExchange(key, record, value, later, request.blobs, sent)
 
     def apply(self, txn: Txn, prepared: PreparedExchange) -> None:
         """Put a prepared exchange in `txn`, dropping the pages of the record it replaces."""

@@ -100,8 +100,9 @@ def encode(record: ExchangeRecord, first_page: bytes) -> bytes:
     return bytes([_MARK_2]) + _U32.pack(zlib.crc32(body)) + body
 
 
-def fits_format_3(record: ExchangeRecord) -> str | None:
-    """Why format 3 cannot hold `record` exactly, or None when it can."""
+def fits_format_3(record: ExchangeRecord, strings: list[str] | None = None) -> str | None:
+    """Why format 3 cannot hold `record` exactly, or None when it can (`strings`: its text
+    fields, `_strings(record)`, when the caller has them)."""
     for name, digits in (("id", 32), ("fingerprint", 64), ("request", 64)):
         value = getattr(record, name)
         if type(value) is not str or _LOWER_HEX[digits].fullmatch(value) is None:
@@ -115,7 +116,7 @@ def fits_format_3(record: ExchangeRecord) -> str | None:
         return "recorded_at or elapsed_ms is not a float"
     if type(record.streamed) is not bool or type(record.extra) is not dict:
         return "streamed is not a bool or extra is not an object"
-    if "\x00" in "".join(_strings(record)):
+    if "\x00" in "".join(_strings(record) if strings is None else strings):
         return "a text field holds a NUL"
     return None
 
@@ -129,9 +130,12 @@ def in_newest_format(record: ExchangeRecord) -> ExchangeRecord:
 def encode_newest(record: ExchangeRecord, first_page: bytes) -> tuple[ExchangeRecord, bytes]:
     """`in_newest_format(record)` and its stored value, with `record` checked against format 3
     once (the recorder's path: `encode` would check it again)."""
-    record = in_newest_format(record)
-    if record.format == RECORD_FORMAT:
-        return record, _pack_3(record, first_page)
+    strings = _strings(record)
+    format_ = RECORD_FORMAT if fits_format_3(record, strings) is None else 2
+    if record.format != format_:
+        record = record._replace(format=format_)
+    if format_ == RECORD_FORMAT:
+        return record, _pack_3(record, first_page, strings)
     return record, encode(record, first_page)
 
 
@@ -149,8 +153,10 @@ def _encode_3(record: ExchangeRecord, first_page: bytes) -> bytes:
     return _pack_3(record, first_page)
 
 
-def _pack_3(record: ExchangeRecord, first_page: bytes) -> bytes:
-    text = "\x00".join(_strings(record)).encode("utf-8", "surrogatepass")
+def _pack_3(record: ExchangeRecord, first_page: bytes, strings: list[str] | None = None) -> bytes:
+    text = "\x00".join(_strings(record) if strings is None else strings).encode(
+        "utf-8", "surrogatepass"
+    )
     extra = _COMPACT.encode(record.extra).encode() if record.extra else b""
     if len(text) >= 1 << 32 or len(extra) >= 1 << 32:
         raise ValueError("record format 3 cannot hold this record: its text is over 4 GiB")
