@@ -5,7 +5,7 @@ into `digest`) and the fields kept only for display and metering (`meta`).
 """
 
 from . import surfaces
-from ._canonical import FORMAT_VERSION, Canonical, RequestParts, canonical_json
+from ._canonical import FORMAT_VERSION, Canonical, RequestParts, canonical_json, joined_headers
 from ._router import canonicalize, surface_of
 from .diff import diff, nearest
 from .openai_compatible import provider_of
@@ -20,6 +20,7 @@ __all__ = [
     "canonicalize",
     "diff",
     "indexable",
+    "joined_headers",
     "nearest",
     "provider_of",
     "sent_digest",

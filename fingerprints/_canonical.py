@@ -69,6 +69,17 @@ class RequestParts(NamedTuple):
             return None
 
 
+def joined_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """Header pairs as `RequestParts.headers` holds them where the stack gives pairs (botocore, a
+    vcrpy cassette): lower-case names, a repeated header's values joined by ", ", as httpx's own
+    mapping reads them (and so as a fingerprint reads them live)."""
+    joined: dict[str, str] = {}
+    for name, value in pairs:
+        name = name.lower()
+        joined[name] = f"{joined[name]}, {value}" if name in joined else value
+    return joined
+
+
 class Canonical(NamedTuple):
     """A request reduced to what decides its reply (immutable; a tuple, built per new request at
     a fraction of a frozen dataclass's cost).

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pyrula.errors import NotYetSupported
-from pyrula.fingerprints import RequestParts, canonicalize
+from pyrula.fingerprints import RequestParts, canonicalize, joined_headers
 from pyrula.journal import cassette_file
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.keys import cassette_key
@@ -116,11 +116,12 @@ def _exchange(interaction: Any) -> tuple[RequestParts, Reply]:
     request, response = interaction["request"], interaction["response"]
     if not isinstance(request, dict) or not isinstance(response, dict):
         raise ValueError("not a request/response pair")
-    headers = _headers(request.get("headers") or {})
     parts = RequestParts(
         method=str(request["method"]).upper(),
         url=str(request["uri"]),
-        headers={k.lower(): v for k, v in headers},
+        # A repeated header joined, not its last value alone: each value of a credential is a
+        # secret to mask (`scrub.secret_values`).
+        headers=joined_headers(_headers(request.get("headers") or {})),
         body=_bytes(request.get("body")),
     )
     if "status" in response:

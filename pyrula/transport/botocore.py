@@ -23,7 +23,7 @@ from botocore.awsrequest import AWSResponse
 from botocore.client import BaseClient
 
 from pyrula.errors import ProviderStreamTruncated
-from pyrula.fingerprints import Canonical
+from pyrula.fingerprints import Canonical, joined_headers
 from pyrula.transport.core import (
     Live,
     Recording,
@@ -70,7 +70,7 @@ class BotocoreHook:
         session = self._session or current_session()
         if session is None or not self._journals():
             return None
-        headers = {str(k).lower(): _text(v) for k, v in request.headers.items()}
+        headers = joined_headers((str(k), _text(v)) for k, v in request.headers.items())
         plan, canonical = plan_request(
             session, request.method, request.url, headers, _body(request.body), blocking=True
         )

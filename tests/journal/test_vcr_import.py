@@ -202,3 +202,30 @@ def test_cassettes_of_an_older_vcrpy_major_replay_into_equal_objects(tmp_path, f
     with pyrula.cassette(provider, mode="none", path=result.target, store=tmp_path / "cache"):
         replayed, stub = calls(journaled=True)
     assert replayed == live and stub.seen == []
+
+
+def test_each_value_of_a_repeated_credential_header_is_masked_in_the_import(tmp_path):
+    import yaml
+
+    first, second = "session=first-vcr-cookie-0123", "theme=second-vcr-cookie-4567"
+    echo = json.dumps({"choices": [], "seen": [first, second]})
+    interaction = {
+        "request": {
+            "method": "POST",
+            "uri": "https://api.openai.com/v1/chat/completions",
+            "body": json.dumps({"model": "m", "messages": ask("x")}),
+            "headers": {"Authorization": [f"Bearer {TEST_KEY}"], "Cookie": [first, second]},
+        },
+        "response": {
+            "status": {"code": 200, "message": "OK"},
+            "headers": {"Content-Type": ["application/json"]},
+            "body": {"string": echo},
+        },
+    }
+    (tmp_path / "cookies.yaml").write_text(yaml.safe_dump({"interactions": [interaction]}))
+    result = CliRunner().invoke(app, ["import-vcr", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    kept = (tmp_path / "cookies.json").read_text()
+    assert "[scrubbed]" in kept
+    for secret in (first, second, TEST_KEY):
+        assert secret not in kept, f"{secret!r} was kept"
