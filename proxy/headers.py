@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from pyrula.fingerprints import joined_headers
+
 from pyrula.transport.framing import decoder_for
 
 RawHeaders = list[tuple[bytes, bytes]]
@@ -90,11 +92,9 @@ def without(headers: RawHeaders, names: Iterable[bytes]) -> RawHeaders:
 
 def joined(headers: RawHeaders) -> dict[str, str]:
     """Lower-cased names to values, repeats joined by ', ': the view fingerprints read."""
-    out: dict[str, str] = {}
-    for raw_name, raw_value in headers:
-        name = raw_name.decode("ascii", "replace").lower()
-        value = text(raw_value)
-        out[name] = f"{out[name]}, {value}" if name in out else value
+    out: dict[str, str] = joined_headers(
+        (name.decode("ascii", "replace"), text(value)) for name, value in headers
+    )
     return out
 
 

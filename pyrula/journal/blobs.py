@@ -56,12 +56,13 @@ def _stored_value(blobs: list[tuple[bytes, bytes]], value: Any) -> Any:
         return {"$list": cell.hex(), "$n": len(value)}
     if kind in _SHORT_KINDS or (kind is int and -_SHORT_INT < value < _SHORT_INT):
         return value
-    if len(canonical_json(value)) <= _INLINE_MAX:
-        # A small object that itself looks like a reference is wrapped, never misread.
-        if isinstance(value, dict) and ({"$blob", "$list", "$inline"} & value.keys()):
-            return {"$inline": value}
-        return value
-    return {"$blob": _blob(blobs, canonical_json(value)).hex()}
+    encoded = canonical_json(value)
+    if len(encoded) > _INLINE_MAX:
+        return {"$blob": _blob(blobs, encoded).hex()}
+    # A small object that itself looks like a reference is wrapped, never misread.
+    if isinstance(value, dict) and ({"$blob", "$list", "$inline"} & value.keys()):
+        return {"$inline": value}
+    return value
 
 
 def encode_request(doc: dict[str, Any]) -> EncodedRequest:

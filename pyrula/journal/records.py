@@ -121,9 +121,10 @@ def fits_format_3(record: ExchangeRecord, strings: list[str] | None = None) -> s
     return None
 
 
-def in_newest_format(record: ExchangeRecord) -> ExchangeRecord:
-    """`record` marked for the newest format that holds it exactly: 3, else 2."""
-    format_ = RECORD_FORMAT if fits_format_3(record) is None else 2
+def in_newest_format(record: ExchangeRecord, strings: list[str] | None = None) -> ExchangeRecord:
+    """`record` marked for the newest format that holds it exactly: 3, else 2 (`strings`: as
+    `fits_format_3` takes them)."""
+    format_ = RECORD_FORMAT if fits_format_3(record, strings) is None else 2
     return record if record.format == format_ else record._replace(format=format_)
 
 
@@ -131,10 +132,8 @@ def encode_newest(record: ExchangeRecord, first_page: bytes) -> tuple[ExchangeRe
     """`in_newest_format(record)` and its stored value, with `record` checked against format 3
     once (the recorder's path: `encode` would check it again)."""
     strings = _strings(record)
-    format_ = RECORD_FORMAT if fits_format_3(record, strings) is None else 2
-    if record.format != format_:
-        record = record._replace(format=format_)
-    if format_ == RECORD_FORMAT:
+    record = in_newest_format(record, strings)
+    if record.format == RECORD_FORMAT:
         return record, _pack_3(record, first_page, strings)
     return record, encode(record, first_page)
 

@@ -158,10 +158,9 @@ def _occurrences(body: bytes, secret: bytes) -> Iterator[tuple[int, int]]:
         at = body.find(secret, at + len(secret))
 
 
-def scrub_values(pairs: list[tuple[str, str]], secrets: Iterable[bytes]) -> list[tuple[str, str]]:
+def scrub_values(pairs: list[tuple[str, str]], secrets: list[bytes]) -> list[tuple[str, str]]:
     """Header pairs with the given literal secrets masked in their values (the list itself when
     none holds one: the common case is found with one search per secret)."""
-    secrets = list(secrets)
     values = "\n".join([value for _, value in pairs]).encode()
     if not any(secret in values for secret in secrets):
         return pairs
