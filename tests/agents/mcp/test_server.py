@@ -190,9 +190,14 @@ def test_no_worker_within_the_timeout_is_pyrulas_own_error() -> None:
     assert lonely.lines() == []
 
 
-def _cancel_requested(setup: Setup) -> bool:
+def _cancel_requested(setup: Setup, order_id: str) -> bool:
+    """Whether the run charging `order_id` has its cancel journaled (the store is shared by this
+    module's tests, and another one cancels a run of its own)."""
     with open_store(setup.store, create=False) as store:
-        return any(run.cancel_requested for run in RunStore(store).runs())
+        return any(
+            run.cancel_requested and run.input["args"][0].get("order_id") == order_id
+            for run in RunStore(store).runs()
+        )
 
 
 def test_an_mcp_cancel_notification_cancels_the_run(setup: Setup) -> None:
@@ -209,7 +214,9 @@ def test_an_mcp_cancel_notification_cancels_the_run(setup: Setup) -> None:
             # The server takes the notification in its own time: open the gate only once the
             # run's cancel is in the store, or the tool may finish first (a race, not a refusal).
             await anyio.to_thread.run_sync(
-                lambda: wait_until(lambda: _cancel_requested(setup), "the cancel to be journaled")
+                lambda: wait_until(
+                    lambda: _cancel_requested(setup, "hold-n"), "the cancel to be journaled"
+                )
             )
             setup.open_gate("hold-n")
             # The same key re-attaches to the cancelled run.
