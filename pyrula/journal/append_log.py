@@ -16,15 +16,13 @@ entries are written from the start again, over the old ones; a reader keeps the 
 header's generation up to the first that is not whole (`read_payloads`). A log is made and
 `flock`ed under a `.new` name, then renamed, and stays locked while its process uses it: a log
 whose lock is free belongs to a process that stopped, and the next opener of the store puts its
-entries in the store, then deletes it (`stopped_logs`).
+entries in the store, then deletes it (`stopped_logs`), whichever name a crash left it under.
 """
 
 from __future__ import annotations
 
 import errno
 import fcntl
-import heapq
-import itertools
 import logging
 import os
 import struct
@@ -36,6 +34,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pyrula.errors import StoreError, StoreFull
+from pyrula.journal.fold_timer import FoldTimer
 from pyrula.journal.lmdb_store import free_bytes
 from pyrula.journal.store import Store
 
@@ -173,16 +172,34 @@ def read_payloads(data: bytes, magic: bytes) -> Iterator[bytes]:
 
 def every_log(folder: Path, magic: bytes) -> Iterator[Iterator[bytes]]:
     """The payloads of each log in `folder`, stopped processes' and live ones' alike, read as
-    they are now (nothing is locked, put in the store or deleted)."""
-    for path in sorted(folder.glob("*.log")) if folder.is_dir() else []:
-        yield read_payloads(path.read_bytes(), magic)
+    they are now (nothing is locked, put in the store or deleted). A `*.new` log holds entries
+    only when a crash undid its rename (`stopped_logs`)."""
+    for path in _logs_in(folder):
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            continue  # recovered, or renamed, meanwhile
+        yield read_payloads(data, magic)
+
+
+def _logs_in(folder: Path) -> list[Path]:
+    """The logs in `folder`, those renamed (`*.log`) first."""
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob("*.log")) + sorted(folder.glob("*.new"))
 
 
 def stopped_logs(folder: Path, magic: bytes) -> Iterator[tuple[Path, list[bytes]]]:
     """Each log in `folder` whose process stopped, locked, with its payloads. The consumer puts
     them in the store; when it asks for the next log, the one before is deleted (if it raises,
-    that log stays for the next opener). Also deletes logs a process was killed while making."""
-    for path in sorted(folder.glob("*.log")):
+    that log stays for the next opener).
+
+    A log still named `*.new` is one of two things. Most often a process was killed while
+    making it: it holds no entry, and is deleted once it is old enough not to be a live
+    process's about to take its lock. Or its rename to `*.log` was lost: a crash soon after it,
+    on a file system that does not keep a rename with the file's own flush (nothing makes the
+    folder durable). Then its entries are durable, and recovered like any stopped log's."""
+    for path in _logs_in(folder):
         try:
             fd = os.open(path, os.O_RDWR)
         except FileNotFoundError:
@@ -199,22 +216,24 @@ def stopped_logs(folder: Path, magic: bytes) -> Iterator[tuple[Path, list[bytes]
                 continue
             with open(fd, "rb", closefd=False) as handle:
                 payloads = list(read_payloads(handle.read(), magic))
+            if path.suffix == ".new" and not payloads:
+                if _unfinished_long_ago(path):
+                    path.unlink(missing_ok=True)
+                continue
             yield path, payloads
             path.unlink(missing_ok=True)
         finally:
             os.close(fd)
-    _sweep_unfinished(folder)
 
 
-def _sweep_unfinished(folder: Path) -> None:
-    """Delete logs a process was killed while making (`*.new`, never renamed): they hold no
-    entry. One made this minute may be a live process's, not yet locked, and is left."""
-    for path in folder.glob("*.new"):
-        try:
-            if time.time() - path.stat().st_mtime > UNFINISHED_SECONDS:
-                path.unlink()
-        except FileNotFoundError:
-            pass
+def _unfinished_long_ago(path: Path) -> bool:
+    """Whether an empty `*.new` log was made over `UNFINISHED_SECONDS` ago: then the process that
+    made it was killed before locking it. One made this minute may be a live process's, about to
+    take its lock, and is left."""
+    try:
+        return time.time() - path.stat().st_mtime > UNFINISHED_SECONDS
+    except FileNotFoundError:
+        return False
 
 
 def field(data: bytes) -> bytes:
@@ -241,85 +260,6 @@ class FieldReader:
         value = self.data[self.at : self.at + length]
         self.at += length
         return value
-
-
-class _Chores:
-    """One daemon thread per process that calls functions once they are due: every log's fold
-    timer, however many logs there are. (A thread per log cost each new log, so each worker
-    start and each cassette block that logs, about 0.2 ms to start it.) A function runs
-    without the lock; one that raises is logged, and the thread goes on."""
-
-    def __init__(self) -> None:
-        self._changed = threading.Condition()
-        self._due: list[tuple[float, int, Callable[[], None]]] = []  # a heap, soonest first
-        self._order = itertools.count()  # ties keep the order they were asked in
-        self._pid: int | None = None  # whose chores these are: a forked child has its own
-        self._thread: threading.Thread | None = None
-
-    def call_at(self, when: float, fn: Callable[[], None]) -> None:
-        """Call `fn` on the thread once `time.monotonic()` reaches `when`."""
-        with self._changed:
-            if self._pid != os.getpid():
-                self._pid, self._due, self._thread = os.getpid(), [], None
-            if self._thread is None or not self._thread.is_alive():
-                self._thread = threading.Thread(
-                    target=self._run, name="pyrula-chores", daemon=True
-                )
-                self._thread.start()
-            heapq.heappush(self._due, (when, next(self._order), fn))
-            if self._due[0][2] is fn:
-                self._changed.notify()
-
-    def _run(self) -> None:
-        with self._changed:
-            while True:
-                left = self._due[0][0] - time.monotonic() if self._due else None
-                if left is None or left > 0:
-                    self._changed.wait(left)
-                    continue
-                fn = heapq.heappop(self._due)[2]
-                self._changed.release()
-                try:
-                    fn()
-                except Exception:
-                    log.exception("a background chore of the journal failed")
-                finally:
-                    self._changed.acquire()
-
-
-_CHORES = _Chores()
-
-
-class FoldTimer:
-    """Calls `fold` (on the process's chores thread) once `seconds()` have passed since
-    `start`: what a log holds waits at most about that long to be seen by other processes. The
-    owner calls `start` and `cancel` under its own lock, and `stop` when the log closes."""
-
-    def __init__(self, fold: Callable[[], None], seconds: Callable[[], float]) -> None:
-        self._fold = fold
-        self._seconds = seconds
-        self._due: float | None = None  # when to fold, while started
-        self._stopped = False
-
-    def start(self) -> None:
-        """Start the timer unless it is running."""
-        if self._due is not None or self._stopped:  # running: an append after an append
-            return
-        due = self._due = time.monotonic() + self._seconds()
-        _CHORES.call_at(due, lambda: self._fire(due))
-
-    def cancel(self) -> None:
-        self._due = None
-
-    def stop(self) -> None:
-        """For good: a fold already due does not run."""
-        self._stopped, self._due = True, None
-
-    def _fire(self, due: float) -> None:
-        if self._due != due:  # cancelled, or stopped, since (then maybe started again)
-            return
-        self._due = None  # fired: the next `start` starts it again
-        self._fold()
 
 
 class BatchLog:
@@ -486,7 +426,6 @@ __all__ = [
     "AppendLog",
     "BatchLog",
     "FieldReader",
-    "FoldTimer",
     "LogRegistry",
     "every_log",
     "field",

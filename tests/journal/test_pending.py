@@ -147,6 +147,21 @@ def test_recordings_of_a_killed_process_are_recovered_and_replay_offline(store_p
 
 
 @pytest.mark.slow
+def test_a_log_whose_rename_a_crash_undid_is_recovered_not_swept(store_path):
+    # Nothing flushes the folder for the rename of `*.new` to `*.log`: on some file systems a
+    # crash can leave a log holding flushed entries under its first name, however long ago.
+    calls = DIRECT_RECORDINGS + 3
+    _worker.kill_while_recording(store_path, calls, SECRET)
+    (log,) = (store_path / "pending").glob("*.log")
+    undone = log.rename(log.with_suffix(".new"))
+    an_hour_ago = time.time() - 3600
+    os.utime(undone, (an_hour_ago, an_hour_ago))
+    assert _offline(store_path, "killed", calls) == [f"answer to q{i}" for i in range(calls)]
+    assert list((store_path / "pending").iterdir()) == []
+    assert _records(store_path) == calls
+
+
+@pytest.mark.slow
 def test_a_pending_log_holds_no_secret(store_path):
     _worker.kill_while_recording(store_path, DIRECT_RECORDINGS + 3, SECRET)
     (log,) = (store_path / "pending").glob("*.log")

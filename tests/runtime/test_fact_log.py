@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -307,3 +308,21 @@ def test_a_stopped_log_is_put_in_the_store_once_and_up_to_a_torn_entry(tmp_path,
     partial = RunStore(Store(torn))
     done = [e.payload["name"] for e in partial.events(handle.id) if e.type == "step:done"]
     assert done == [f"s{i}" for i in range(5)]  # up to the torn entry
+
+
+def test_a_stopped_log_whose_rename_a_crash_undid_is_put_in_the_store(tmp_path, monkeypatch):
+    # The folder is not flushed for a log's rename from `*.new`: a crash may undo it.
+    monkeypatch.setattr(fact_log, "FOLD_SECONDS", 3600.0)
+    store = new_store()
+    crashed = Path(f"{store.location}-crashed")
+    handle = submit(steps, store.location, "copy", 8, store=store)
+    drive(store)
+    (log,) = _logs(Store(crashed))
+    undone = log.rename(log.with_suffix(".new"))
+    an_hour_ago = time.time() - 3600
+    os.utime(undone, (an_hour_ago, an_hour_ago))
+    reopened = RunStore(Store(crashed))
+    done = [e.payload["name"] for e in reopened.events(handle.id) if e.type == "step:done"]
+    assert done == [f"s{i}" for i in range(6)]
+    _in_order_once(reopened.events(handle.id))
+    assert _logs(Store(crashed)) == []

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from pyrula.journal.append_log import FoldTimer
+from pyrula.journal.fold_timer import FoldTimer
 from tests.fakes.clock import wait_until
 
 WAIT = 10.0  # seconds to wait for a fold that must come (it comes in milliseconds)
