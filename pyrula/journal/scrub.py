@@ -54,8 +54,7 @@ _SECRET_PATTERNS = re.compile(
     rb"|AKIA[0-9A-Z]{16}|ASIA[0-9A-Z]{16}"
     rb"|AIza[0-9A-Za-z_\-]{30,}"
     rb"|ya29\.[0-9A-Za-z_\-.]{20,}"
-    rb"|B" + _BEARER + rb"|b" + _BEARER
-    + rb"|Credential=[^,\s\"]+"
+    rb"|B" + _BEARER + rb"|b" + _BEARER + rb"|Credential=[^,\s\"]+"
     rb"|Signature=[0-9a-fA-F]{32,}"
 )
 # What each alternative begins with: bytes holding none of these (`bearer` in any case) hold

@@ -31,6 +31,7 @@ from pyrula.journal.store import Txn
 TABLE = "sent_index"
 EXTRA = "sent"  # the record's `extra` field holding its entry's digest, as hex
 
+
 def digest(parts: RequestParts, canonical: Canonical) -> bytes | None:
     """The request's sent digest, or None when its surface is not indexed."""
     return sent_digest(parts) if indexable(canonical.surface) else None
