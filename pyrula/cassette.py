@@ -30,14 +30,15 @@ from pyrula.errors import (
     StoreNotFound,
     VerifyMismatch,
 )
-from pyrula.fingerprints import Canonical, RequestParts, nearest
-from pyrula.journal import cassette_file, pending
+from pyrula.fingerprints import Canonical, RequestParts
+from pyrula.journal import cassette_file, file_ahead, pending
 from pyrula.journal.async_store import acall, offload
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
-from pyrula.journal.keys import cassette_key, namespace_prefix
+from pyrula.journal.keys import namespace_prefix
 from pyrula.journal.pending import PendingLog
 from pyrula.journal.recorder import Reply, record_exchange
-from pyrula.journal.store import Store, open_store
+from pyrula.journal.store import Store, Txn, open_store
+from pyrula.replay_miss import explain_miss
 from pyrula.transport.core import Callbacks, Live, Plan, Replay, pop_session, push_session
 from pyrula.verify import VerifyResult, compare_replies
 
@@ -250,7 +251,12 @@ class Cassette:
     def _recorder(
         self, key: bytes, parts: RequestParts, canonical: Canonical
     ) -> Callable[[Reply], None]:
+        def ahead_of_file(txn: Txn, record: ExchangeRecord) -> None:
+            """In the recording's own commit: it is in the store, not yet in the file."""
+            file_ahead.note(txn, self.store.meta_db, [key])
+
         def commit(reply: Reply) -> None:
+            pending_log = self._pending_log()
             try:
                 record_exchange(
                     self.exchanges,
@@ -260,7 +266,8 @@ class Cassette:
                     reply,
                     namespace=self.name,
                     index_sent=True,
-                    pending=self._pending_log(),
+                    pending=pending_log,
+                    also=ahead_of_file if pending_log is None and self.path else None,
                 )
             except (PayloadTooLarge, StoreError) as exc:
                 if reply.streamed:
@@ -288,6 +295,8 @@ class Cassette:
                 return None
             if self._pending is None:
                 self._pending = pending.for_exchanges(self.exchanges)
+                if self._pending is not None and self.path is not None:
+                    self._pending.for_file(self.name)
             return self._pending
 
     def _verifier(
@@ -320,37 +329,8 @@ class Cassette:
     def _miss(self, parts: RequestParts, canonical: Canonical, occurrence: int) -> ReplayMiss:
         if self._pending is not None:  # what the block recorded, in the store to compare with
             self._pending.fold()
-        where = f"{canonical.surface} {parts.method} {parts.url.split('?')[0]}"
-        if occurrence and self.exchanges.get(cassette_key(self.name, canonical.digest, 0)):
-            return ReplayMiss(
-                f"cassette {self.name!r} recorded this {where} request {occurrence} time(s); "
-                f"this is call {occurrence + 1}. {self.repeat_fix}"
-            )
-        recorded = list(self.exchanges.scan(namespace_prefix(self.name)))
-        candidates = (
-            (record, self.exchanges.request(record).get("compared", {}))
-            for _key, record in recorded
-            if record.surface == canonical.surface
-        )
-        best = nearest(canonical.compared, candidates)
-        fix = self.miss_fix
-        if not recorded:
-            return ReplayMiss(
-                f"cassette {self.name!r} is empty: this {where} request was never recorded. "
-                f"{self.unrecorded_fix}"
-            )
-        if best is None:
-            return ReplayMiss(f"cassette {self.name!r} has no recorded {where} request. {fix}")
-        record, differences = best
-        age = _age(record.recorded_at)
-        lines = "\n".join(f"  - {d}" for d in differences)
-        return ReplayMiss(
-            f"cassette {self.name!r} has no recording of this {where} request.\n"
-            f"The nearest recorded one ({record.id[:12]}, recorded {age}) differs in:\n{lines}\n"
-            f"{fix}",
-            nearest=record.id,
-            diffs=differences,
-        )
+        fixes = (self.repeat_fix, self.unrecorded_fix, self.miss_fix)
+        return explain_miss(self.exchanges, self.name, parts, canonical, occurrence, fixes)
 
     def prune(self, keys: Iterable[bytes]) -> int:
         """Delete these recordings of this cassette (its file too); return how many went."""
@@ -476,15 +456,6 @@ _MISS_FIX = (
 
 
 _UNRECORDED_FIX = "Record it with mode='once' (pytest: --pyrula-record-mode=once)."
-
-
-def _age(timestamp: float) -> str:
-    seconds = max(0.0, time.time() - timestamp)
-    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
-        if seconds >= size:
-            count = int(seconds // size)
-            return f"{count} {unit}{'s' if count != 1 else ''} ago"
-    return "just now"
 
 
 __all__ = ["MODES", "Cassette", "Mode", "VerifyMismatch", "cassette"]

@@ -46,20 +46,24 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import logging
 import os
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 from pyrula.errors import CassetteFileError
+from pyrula.journal import file_ahead
 from pyrula.journal.blobs import request_ref
 from pyrula.journal.exchanges import RECORD_FORMAT, ExchangeRecord, Exchanges, StoredExchange
 from pyrula.journal.keys import cassette_key, namespace_prefix, split_key
 from pyrula.journal.records import in_newest_format
-from pyrula.journal.store import Store
+from pyrula.journal.store import Store, Txn
 from pyrula.journal.text import frame_bytes, frame_json
+
+log = logging.getLogger("pyrula.journal")
 
 FILE_FORMAT = 1
 SUFFIX = ".json"
@@ -128,7 +132,30 @@ def _trusted(note: bytes | None, stat: tuple[int, int, int, int] | None) -> bool
 
 def sync(store: Store, name: str, path: Path) -> bool:
     """Make the store's records of cassette `name` those of the file at `path` (none when it is
-    missing); return whether they had to be rebuilt (the file changed since the last time)."""
+    missing), and its file hold what the cache took in without it (`file_ahead`); return
+    whether the records had to be rebuilt (the file changed since the last time)."""
+    ahead = file_ahead.keys_ahead(store, name)
+    if not ahead:
+        return _follow(store, name, path)
+    exchanges = Exchanges(store)
+    recovered = _stored_now(exchanges, ahead)
+    rebuilt = _follow(store, name, path)
+    if rebuilt:  # the file changed too: it wins where it holds the same key
+        held = {key for key, _ in exchanges.scan(namespace_prefix(name))}
+        exchanges.restore([item for item in recovered if item.key not in held])
+    save(store, name, path)
+    if recovered:
+        log.warning(
+            "cassette %s: wrote %d recording(s) a stopped process left out of its file into %s",
+            name,
+            len(recovered),
+            path,
+        )
+    return rebuilt
+
+
+def _follow(store: Store, name: str, path: Path) -> bool:
+    """`sync`'s part for the file: rebuild the cassette's records from it if it changed."""
     meta_key = _META + name.encode()
     note = store.get_meta(meta_key)
     taken_ns = time.time_ns()
@@ -157,21 +184,40 @@ def save(store: Store, name: str, path: Path) -> None:
     """Write cassette `name`'s records to `path` atomically (delete the file when there are
     none), and note its digest so the next open finds the cache current."""
     exchanges = Exchanges(store)
-    entries = []
-    for key, record in exchanges.scan(namespace_prefix(name)):
-        found = exchanges.get(key)
-        if found is None:
-            continue
-        frames = list(exchanges.frames(found[0], found[1]))
-        entries.append(_entry(key, found[0], exchanges.request(record), frames))
+    keys = [key for key, _ in exchanges.scan(namespace_prefix(name))]
+    entries = [
+        _entry(item.key, item.record, item.request, item.frames)
+        for item in _stored_now(exchanges, keys)
+    ]
     if not entries:
         path.unlink(missing_ok=True)
-        store.put_meta(_META + name.encode(), _ABSENT)
+        _noted(store, name, _ABSENT)
         return
     data = dumps({"pyrula_cassette": FILE_FORMAT, "exchanges": entries}).encode("utf-8")
     _write_atomically(path, data)
-    taken_ns = time.time_ns()
-    store.put_meta(_META + name.encode(), _note(file_digest(data), file_stat(path), taken_ns))
+    _noted(store, name, _note(file_digest(data), file_stat(path), time.time_ns()))
+
+
+def _noted(store: Store, name: str, note: bytes) -> None:
+    """After the file was written from the cache: it holds every recording, none is ahead."""
+
+    def write(txn: Txn) -> None:
+        txn.put(_META + name.encode(), note, db=store.meta_db)
+        file_ahead.clear(txn, store.meta_db, name)
+
+    store.write(write)
+
+
+def _stored_now(exchanges: Exchanges, keys: Iterable[bytes]) -> list[StoredExchange]:
+    """The recordings under those of `keys` the store holds, each whole."""
+    stored = []
+    for key in keys:
+        found = exchanges.get(key)
+        if found is not None:
+            record = found[0]
+            frames = list(exchanges.frames(record, found[1]))
+            stored.append(StoredExchange(key, record, exchanges.request(record), frames))
+    return stored
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pyrula.errors import StoreError
+from pyrula.journal import file_ahead
 from pyrula.journal.append_log import (
     U32,
     BatchLog,
@@ -35,6 +36,7 @@ from pyrula.journal.append_log import (
     read_payloads,
     stopped_logs,
 )
+from pyrula.journal.keys import split_key
 from pyrula.journal.records import decode
 from pyrula.journal.store import Txn
 
@@ -64,6 +66,14 @@ class PendingLog(BatchLog):
         self._entries: list[PreparedExchange] = []
         self._keys: set[bytes] = set()
         self._sent: set[bytes] = set()
+        # Cassettes kept in files whose recordings this log takes (`for_file`).
+        self._file_names: set[str] = set()
+
+    def for_file(self, name: str) -> None:
+        """Cassette `name` is kept in a file: the fold that puts its recordings in the store
+        notes them as ahead of its file (`file_ahead`) until the file is written."""
+        with self._lock:
+            self._file_names.add(name)
 
     def holds(self, key: bytes) -> bool:
         """Whether a recording under `key` waits here (the store does not have it yet)."""
@@ -94,9 +104,14 @@ class PendingLog(BatchLog):
                 return 0
             exchanges = self.exchanges
 
+            files = self._file_names
+
             def write(txn: Txn) -> None:
                 for prepared in entries:
                     exchanges.apply(txn, prepared)
+                if files:
+                    ahead = [p.key for p in entries if split_key(p.key)[0] in files]
+                    file_ahead.note(txn, exchanges.store.meta_db, ahead)
 
             exchanges.store.write(write)
             self._entries = []
@@ -204,14 +219,16 @@ def recover(exchanges: Exchanges, *, again: bool = False) -> int:
         entries = list(read_entries_of(payloads))
 
         def write(txn: Txn, entries: list[PreparedExchange] = entries) -> int:
-            count = 0
+            put = []
             for prepared in entries:
                 old = txn.get(prepared.key, db=db)
                 if old is not None and _not_older(bytes(old), prepared):
                     continue
                 exchanges.apply(txn, prepared)
-                count += 1
-            return count
+                put.append(prepared.key)
+            # Whether their cassette is kept in a file is not known here: noted for any.
+            file_ahead.note(txn, exchanges.store.meta_db, put)
+            return len(put)
 
         done = exchanges.store.write(write) if entries else 0
         if done:

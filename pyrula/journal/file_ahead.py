@@ -1,0 +1,55 @@
+"""Which recordings of a text cassette (`cassette_file`) the store holds and its file does not.
+
+A block writes its cassette's file when it ends. A recording process killed first leaves its
+recordings in the store (committed, folded, or recovered from its pending log by the next
+opener) and not in the file, which is what the repository keeps. Each transaction that puts a
+file cassette's recordings in the store notes their keys here, in the store's meta table; the
+write of the file clears the note, and the next opening of the cassette finds any note left and
+writes those recordings into its file (`cassette_file.sync`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pyrula.journal.keys import namespace_prefix, split_key
+from pyrula.journal.store import Store, Txn
+
+# + a cassette's name: the keys of its recordings ahead of its file, each past the cassette's
+# prefix (`_TAIL` bytes: a fingerprint and an occurrence), sorted.
+_AHEAD = b"cassette-ahead\x00"
+_TAIL = 32 + 4
+
+
+def note(txn: Txn, meta_db: Any, keys: Iterable[bytes]) -> None:
+    """In the transaction that puts recordings under `keys` in the store: note them, per
+    cassette, as ahead of its file."""
+    tails: dict[str, set[bytes]] = {}
+    for key in keys:
+        name = split_key(key)[0]
+        tails.setdefault(name, set()).add(key[len(namespace_prefix(name)) :])
+    for name, found in tails.items():
+        old = txn.get(_AHEAD + name.encode(), db=meta_db)
+        if old is not None:
+            found.update(_split(bytes(old)))
+        txn.put(_AHEAD + name.encode(), b"".join(sorted(found)), db=meta_db)
+
+
+def keys_ahead(store: Store, name: str) -> list[bytes]:
+    """The keys of cassette `name` noted as ahead of its file (none, nearly always)."""
+    noted = store.get_meta(_AHEAD + name.encode())
+    prefix = namespace_prefix(name)
+    return [prefix + tail for tail in _split(noted or b"")]
+
+
+def clear(txn: Txn, meta_db: Any, name: str) -> None:
+    """In the transaction that notes cassette `name`'s file as written from the store."""
+    txn.delete(_AHEAD + name.encode(), db=meta_db)
+
+
+def _split(noted: bytes) -> list[bytes]:
+    return [noted[at : at + _TAIL] for at in range(0, len(noted), _TAIL)]
+
+
+__all__ = ["clear", "keys_ahead", "note"]
