@@ -317,12 +317,15 @@ def cg_mark() -> None:
     os.getppid()
 
 
-def callgrind_segments(script: str, *args: str, keep: Path | None = None) -> list[int]:
+def callgrind_segments(
+    script: str, *args: str, keep: Path | None = None, tree: Path | None = None
+) -> list[int]:
     """Run `script --callgrind-child *args` under callgrind; instructions of each segment.
 
     The child calls `cg_mark()` once before its first segment and once after each one; segment
     k is dump k + 2 (dump 1 is everything up to the first mark: imports, setup, warm-up).
     With `keep`, the dumps are left in that folder (`cg.out.<k>`) for `callgrind_annotate`.
+    With `tree` (from `before_tree`), the child imports pyrula from there.
     """
     import subprocess
     import sys
@@ -343,6 +346,8 @@ def callgrind_segments(script: str, *args: str, keep: Path | None = None) -> lis
             *args,
         ]
         env = {**os.environ, "PYTHONHASHSEED": "0"}
+        if tree is not None:
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"callgrind child failed ({done.returncode}):\n{done.stderr[-4000:]}")

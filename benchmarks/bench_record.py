@@ -25,10 +25,12 @@ less the sync=False row) and the floor that pattern puts under the ratio before 
 
 `--callgrind CALLS` also counts the instructions of CALLS loopback calls per variant under
 valgrind (one child process, after a warm-up; the server runs natively), so the recording's CPU
-per exchange is read against the live call's without the machine's load.
+per exchange is read against the live call's without the machine's load. `--before REF` runs that
+child on the pyrula of git revision REF as well (`git archive`, imported ahead of the installed
+package) and sets each recording's added instructions before and now side by side.
 
 Run: python benchmarks/bench_record.py [--rounds 5] [--calls 1000] [--no-loopback]
-     [--only-loopback] [--callgrind CALLS] [--only-callgrind]
+     [--only-loopback] [--callgrind CALLS] [--only-callgrind] [--before REF]
 """
 
 from __future__ import annotations
@@ -37,8 +39,7 @@ import functools
 import inspect
 import itertools
 import json
-import os
-import random
+import statistics
 import subprocess
 import sys
 from collections.abc import Callable
@@ -51,12 +52,11 @@ from _common import (
     API_KEY,
     CALLGRIND_CHILD,
     MODEL,
-    DeviceWrites,
+    before_tree,
     callgrind_segments,
     cg_mark,
     completion_json,
     console,
-    device_writes,
     header,
     instructions_table,
     json_response,
@@ -66,6 +66,14 @@ from _common import (
     run_rounds,
     scratch_dir,
     text_of,
+)
+from _disk_floors import (
+    COMMIT,
+    CONTIGUOUS,
+    FLUSH,
+    commit_pattern,
+    flush_floor,
+    writes_per_commit,
 )
 
 import pyrula
@@ -87,17 +95,22 @@ def main() -> None:
         help="also count instructions per loopback call, CALLS calls per variant (valgrind)",
     )
     args.add_argument("--only-callgrind", action="store_true", help="only the callgrind rows")
+    args.add_argument(
+        "--before", metavar="REF", help="the callgrind rows also count this git revision's pyrula"
+    )
     opts = args.parse_args()
     n = opts.calls
     header("bench_record: record 1,000 chat completions", opts.rounds, calls=n)
     if opts.only_callgrind:
-        print_instructions(opts.callgrind or 100, scratch_dir("record", keep=opts.keep))
+        print_instructions(
+            opts.callgrind or 100, scratch_dir("record", keep=opts.keep), opts.before
+        )
         return
     if opts.only_loopback:
         tmp = scratch_dir("record", keep=opts.keep)
         loopback(n, opts.rounds, tmp)
         if opts.callgrind:
-            print_instructions(opts.callgrind, tmp)
+            print_instructions(opts.callgrind, tmp, opts.before)
         return
 
     upstream_calls = 0
@@ -192,7 +205,7 @@ def main() -> None:
     if not opts.no_loopback:
         loopback(n, opts.rounds, tmp)
         if opts.callgrind:
-            print_instructions(opts.callgrind, tmp)
+            print_instructions(opts.callgrind, tmp, opts.before)
 
 
 # -- live loopback ---------------------------------------------------------------------------------
@@ -320,77 +333,11 @@ def _loopback_setup(
     return clients, list(stores.values())
 
 
-FLUSH = "disk: one 4 KiB overwrite + os.fsync per call, no HTTP"
-
-
-def flush_floor(n: int, folder: Path) -> Callable[[], int]:
-    """n flushes of a 4 KiB overwrite in `folder` (the stores' folder: the same disk), as a
-    recorded call's commit flushes its pages; the file is written once first, so no flush
-    carries a change of length."""
-    path = folder / "flush-floor"
-    path.write_bytes(b"\0" * 4096)
-    page = b"x" * 4096
-
-    def run() -> int:
-        fd = os.open(path, os.O_WRONLY)
-        try:
-            for _ in range(n):
-                os.pwrite(fd, page, 0)
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        return n
-
-    return run
-
-
-COMMIT = "disk: one exchange's commit as LMDB writes it, no HTTP"
-CONTIGUOUS = "disk: the same pages in one run, then the meta page, no HTTP"
-
-
-def writes_per_commit(record: Callable[[], int], folder: Path) -> DeviceWrites | None:
-    """What the disk under `folder` wrote per recorded exchange, counted around `record` (the
-    default store's recorder: one commit per exchange, every page flushed); the meta page is
-    one of its writes. None where the device's counts cannot be read."""
-    calls, writes = device_writes(record, folder)
-    return None if writes is None else writes.per(calls)
-
-
-def commit_pattern(
-    n: int, folder: Path, pages: int, *, contiguous: bool = False
-) -> Callable[[], int]:
-    """n commits as LMDB makes one on the default store: `pages - 1` data pages written where
-    its free pages are (scattered over the file: here at random page offsets of a 4 MiB file,
-    about the size of a store after 1,000 exchanges), one `fdatasync`, then the meta page's
-    120 bytes through an O_DSYNC descriptor. With `contiguous`, the same pages go in one run
-    (as an append-ordered layout would write them). The file is written once first, so no
-    flush carries a change of length."""
-    path = folder / ("commit-run" if contiguous else "commit-pattern")
-    spread = 1024
-    path.write_bytes(b"\0" * 4096 * spread)
-    page = b"x" * 4096
-    meta = b"m" * 120
-    chosen = random.Random(0)
-
-    def run() -> int:
-        data = os.open(path, os.O_WRONLY)
-        meta_fd = os.open(path, os.O_WRONLY | os.O_DSYNC)
-        try:
-            for i in range(n):
-                if contiguous:
-                    start = 2 + (i * (pages - 1)) % (spread - pages - 2)
-                    os.pwrite(data, page * (pages - 1), start * 4096)
-                else:
-                    for number in chosen.sample(range(2, spread), pages - 1):
-                        os.pwrite(data, page, number * 4096)
-                os.fdatasync(data)
-                os.pwrite(meta_fd, meta, 32 + (i % 2) * 4096)
-        finally:
-            os.close(data)
-            os.close(meta_fd)
-        return n
-
-    return run
+def per_round_ratio(row: list[float], base: list[float]) -> str:
+    """The median of a variant's wall time over the floor's, round by round (each round runs
+    both minutes apart at most, so a slow spell of the machine weighs on both), and the range."""
+    ratios = sorted(r / b for r, b in zip(row, base, strict=True))
+    return f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})"
 
 
 def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
@@ -430,6 +377,15 @@ def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
                 if name not in (floor_name, FLUSH, COMMIT, CONTIGUOUS)
             )
             + " [target <= 2x]"
+        )
+        console.print(
+            "the same, each round's recording over that round's floor (median, then the "
+            "spread): "
+            + ", ".join(
+                f"{name}: {per_round_ratio(row.wall, base.wall)}"
+                for name, row in results.items()
+                if name not in (floor_name, FLUSH, COMMIT, CONTIGUOUS)
+            )
         )
         call = base.wall_median
         synced = results["pyrula recording, Store fsync"].wall_median
@@ -479,20 +435,35 @@ def callgrind_child(folder: str, calls: str) -> None:
         server.wait()
 
 
-def print_instructions(calls: int, folder: Path) -> None:
-    console.print("  [dim]callgrind: the loopback variants under valgrind (a few minutes)[/dim]")
-    counts = iter(callgrind_segments(__file__, str(folder), str(calls)))
+def print_instructions(calls: int, folder: Path, before: str | None = None) -> None:
+    """The callgrind rows; with `before` (a git revision), the same child first runs that
+    revision's pyrula, and each recording's added instructions are set side by side."""
+    trees: dict[str, Path | None] = {"now": None}
+    if before is not None:
+        trees = {f"before ({before})": before_tree(before, folder), **trees}
     stores = list(store_policies())
-    for label in ("raw httpx.Client", "openai SDK"):
-        floor_name = f"floor: live loopback, {label}, no recorder"
-        per_op = {floor_name: next(counts) / calls}
-        for policy in stores:
-            per_op[f"pyrula recording, Store {policy}"] = next(counts) / calls
-        title = (
-            f"instructions per call (callgrind, {calls} calls after warm-up; this process only: "
-            f"the loopback server runs natively in its own), {label}"
-        )
-        console.print(instructions_table(title, per_op, floor_name))
+    added: dict[str, dict[str, float]] = {}
+    for which, tree in trees.items():
+        console.print(f"  [dim]callgrind: the loopback variants under valgrind, {which}[/dim]")
+        stores_at = folder / f"cg-{'now' if tree is None else 'before'}"
+        counts = iter(callgrind_segments(__file__, str(stores_at), str(calls), tree=tree))
+        for label in ("raw httpx.Client", "openai SDK"):
+            floor_name = f"floor: live loopback, {label}, no recorder"
+            per_op = {floor_name: next(counts) / calls}
+            for policy in stores:
+                per_op[f"pyrula recording, Store {policy}"] = next(counts) / calls
+            title = (
+                f"instructions per call (callgrind, {calls} calls after warm-up; this process "
+                f"only: the loopback server runs natively in its own), {label}, pyrula {which}"
+            )
+            console.print(instructions_table(title, per_op, floor_name))
+            for name, count in per_op.items():
+                if name != floor_name:
+                    added.setdefault(f"{label}, {name}", {})[which] = count - per_op[floor_name]
+    if before is not None:
+        for name, by_tree in added.items():
+            was, now = by_tree.values()
+            console.print(f"{name}: adds {was / 1e3:+,.0f}k before, {now / 1e3:+,.0f}k now")
 
 
 if __name__ == "__main__":
