@@ -8,6 +8,7 @@ it was recorded. That key is one LMDB lookup, whatever the store holds.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import inspect
 import os
@@ -36,7 +37,7 @@ from pyrula.journal.async_store import acall, offload
 from pyrula.journal.exchanges import ExchangeRecord, Exchanges
 from pyrula.journal.keys import namespace_prefix
 from pyrula.journal.pending import PendingLog
-from pyrula.journal.recorder import Reply, record_exchange
+from pyrula.journal.recorder import Reply, RequestSide, record_exchange, request_side
 from pyrula.journal.store import Store, Txn, open_store
 from pyrula.replay_miss import explain_miss
 from pyrula.transport.core import Callbacks, Live, Plan, Replay, pop_session, push_session
@@ -176,8 +177,14 @@ class Cassette:
     def _recording(self, key: bytes, parts: RequestParts, canonical: Canonical) -> Callbacks:
         """The sink that records a live reply under `key` (its write off an async client's loop
         where the store is on a server)."""
-        recorder = self._recorder(key, parts, canonical)
-        return Callbacks(recorder, cap=self._cap, offload=offload(self.store))
+        made: list[RequestSide] = []
+
+        def sent() -> None:  # the request's side of the record, while the provider works
+            with contextlib.suppress(Exception):  # made again at the reply, raising there
+                made.append(request_side(parts, canonical))
+
+        recorder = self._recorder(key, parts, canonical, made)
+        return Callbacks(recorder, cap=self._cap, offload=offload(self.store), on_sent=sent)
 
     async def aplan(self, parts: RequestParts, canonical: Canonical) -> Plan:
         """`plan` for an async client. Where the store is on a server, it is made on a store
@@ -249,7 +256,7 @@ class Cassette:
         )
 
     def _recorder(
-        self, key: bytes, parts: RequestParts, canonical: Canonical
+        self, key: bytes, parts: RequestParts, canonical: Canonical, made: list[RequestSide]
     ) -> Callable[[Reply], None]:
         def ahead_of_file(txn: Txn, record: ExchangeRecord) -> None:
             """In the recording's own commit: it is in the store, not yet in the file."""
@@ -268,6 +275,7 @@ class Cassette:
                     index_sent=True,
                     pending=pending_log,
                     also=ahead_of_file if pending_log is None and self.path else None,
+                    request=made[0] if made else None,
                 )
             except (PayloadTooLarge, StoreError) as exc:
                 if reply.streamed:

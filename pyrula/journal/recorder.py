@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from pyrula.fingerprints import Canonical, RequestParts
 from pyrula.journal import blobs, scrub, sent_index
@@ -61,6 +61,23 @@ def scrubbed_request(
     return blobs.encode_request(json.loads(cleaned))
 
 
+class RequestSide(NamedTuple):
+    """What a recording keeps of its request, which the reply does not change: the secrets to
+    mask, the scrubbed document encoded for the store, and the sent digest. A transport that
+    knows when the request left whole has it made then, while the provider works on the reply
+    (`transport.core.Sink.sent`); else `record_exchange` makes it."""
+
+    secrets: list[bytes]
+    document: blobs.EncodedRequest
+    sent: bytes | None
+
+
+def request_side(parts: RequestParts, canonical: Canonical) -> RequestSide:
+    secrets = scrub.secret_values(parts.headers, parts.url)
+    document = scrubbed_request(parts, canonical, secrets)
+    return RequestSide(secrets, document, sent_index.digest(parts, canonical))
+
+
 def record_exchange(
     exchanges: Exchanges,
     key: bytes,
@@ -73,6 +90,7 @@ def record_exchange(
     also: Callable[[Txn, ExchangeRecord], None] | None = None,
     index_sent: bool = False,
     pending: PendingLog | None = None,
+    request: RequestSide | None = None,
 ) -> ExchangeRecord:
     """Scrub a live exchange and commit it under `key`; returns once it is on disk.
 
@@ -81,8 +99,11 @@ def record_exchange(
     digest either way.
 
     With a `pending` log (a cassette block's; `pending.py`) the exchange is appended there
-    instead, durable all the same, and put in the store with its batch."""
-    secrets = scrub.secret_values(parts.headers, parts.url)
+    instead, durable all the same, and put in the store with its batch. `request`: the
+    request's side, if it was made already (`request_side`)."""
+    if request is None:
+        request = request_side(parts, canonical)
+    secrets, document, sent = request
     is_error = reply.status >= 400
     frames = reply.frames
     if secrets or is_error:
@@ -99,11 +120,10 @@ def record_exchange(
     extra = dict(extra or {})
     if reply.streamed and reply.frame_ms and len(reply.frame_ms) == len(frames):
         extra["frame_ms"] = [round(ms, 1) for ms in reply.frame_ms]
-    sent = sent_index.digest(parts, canonical)
     if sent is not None:  # kept with the record, so an export or a text cassette carries it
         extra[sent_index.EXTRA] = sent.hex()
     exchange = Exchange(
-        request_doc=scrubbed_request(parts, canonical, secrets),
+        request_doc=document,
         surface=canonical.surface,
         fingerprint=canonical.digest,
         method=parts.method,

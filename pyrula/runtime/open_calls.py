@@ -89,6 +89,9 @@ class TrackedSink:
     def cap(self) -> int:
         return self.sink.cap
 
+    def sent(self) -> None:
+        self.sink.sent()
+
     def began(self) -> None:
         self.begun = True
         self.sink.began()

@@ -22,6 +22,7 @@ from pyrula.transport.core import (
     Recording,
     Replay,
     Session,
+    Sink,
     aplan_request,
     current_session,
     header_bytes,
@@ -37,8 +38,9 @@ def _request_parts(request: Any) -> tuple[str, str, Any, bytes]:
     return request.method, str(request.url), request.headers, request.content
 
 
-def _stream_classes(lib: ModuleType) -> tuple[type, type, type, type]:
-    """Replay and tee byte streams that are instances of `lib`'s own stream base classes."""
+def _stream_classes(lib: ModuleType) -> tuple[type, type, type, type, type, type]:
+    """Replay, tee and sent-request byte streams that are instances of `lib`'s own stream base
+    classes."""
 
     class SyncFrames(lib.SyncByteStream):  # type: ignore[name-defined,misc]
         def __init__(self, frames: Iterator[bytes]) -> None:
@@ -112,14 +114,39 @@ def _stream_classes(lib: ModuleType) -> tuple[type, type, type, type]:
                 await self._delivered()
             await self._inner.aclose()
 
-    return SyncFrames, AsyncFrames, SyncTee, AsyncTee
+    class SyncSent(lib.SyncByteStream):  # type: ignore[name-defined,misc]
+        """A request body that tells its sink once the last byte was handed to the network."""
+
+        def __init__(self, inner: Any, sink: Sink) -> None:
+            self._inner = inner
+            self._sink: Sink | None = sink
+
+        def __iter__(self) -> Iterator[bytes]:
+            yield from self._inner
+            if self._sink is not None:  # once, though a connection retry sends it again
+                sink, self._sink = self._sink, None
+                sink.sent()
+
+    class AsyncSent(lib.AsyncByteStream):  # type: ignore[name-defined,misc]
+        def __init__(self, inner: Any, sink: Sink) -> None:
+            self._inner = inner
+            self._sink: Sink | None = sink
+
+        async def __aiter__(self) -> AsyncIterator[bytes]:
+            async for chunk in self._inner:
+                yield chunk
+            if self._sink is not None:
+                sink, self._sink = self._sink, None
+                sink.sent()
+
+    return SyncFrames, AsyncFrames, SyncTee, AsyncTee, SyncSent, AsyncSent
 
 
 # Each library's stream classes, made the first time an adapter of that library is built.
-_STREAMS: dict[ModuleType, tuple[type, type, type, type]] = {}
+_STREAMS: dict[ModuleType, tuple[type, type, type, type, type, type]] = {}
 
 
-def _streams(lib: ModuleType) -> tuple[type, type, type, type]:
+def _streams(lib: ModuleType) -> tuple[type, type, type, type, type, type]:
     found = _STREAMS.get(lib)
     if found is None:
         found = _STREAMS[lib] = _stream_classes(lib)
@@ -134,7 +161,9 @@ class _Adapter:
     def __init__(self, inner: Any = None, *, session: Session | None = None) -> None:
         self._inner = inner
         self._session = session
-        self._sync_frames, self._async_frames, self._sync_tee, self._async_tee = _streams(self._lib)
+        streams = _streams(self._lib)
+        self._sync_frames, self._async_frames, self._sync_tee, self._async_tee = streams[:4]
+        self._sync_sent, self._async_sent = streams[4:]
 
     def _replayed(self, plan: Replay, request: Any, *, sync: bool) -> Any:
         stream = (self._sync_frames if sync else self._async_frames)(plan.frames)
@@ -205,10 +234,16 @@ class _SyncAdapter(_Adapter):
         plan, canonical = plan_request(session, *_request_parts(request), blocking=True)
         if isinstance(plan, Replay):
             return self._replayed(plan, request, sync=True)
+        assert isinstance(plan, Live) and canonical is not None  # only a replay has none
         inner = self._inner_transport()
         started = time.perf_counter()
-        response = inner.handle_request(request)
-        assert isinstance(plan, Live) and canonical is not None  # only a replay has none
+        body = request.stream
+        if plan.sink is not None:  # the sink works on its record while the provider does
+            request.stream = self._sync_sent(body, plan.sink)
+        try:
+            response = inner.handle_request(request)
+        finally:
+            request.stream = body
         return self._teed(response, plan, canonical, started, sync=True)
 
     def _inner_transport(self) -> Any:
@@ -230,10 +265,16 @@ class _AsyncAdapter(_Adapter):
         plan, canonical = await aplan_request(session, *_request_parts(request))
         if isinstance(plan, Replay):
             return self._replayed(plan, request, sync=False)
+        assert isinstance(plan, Live) and canonical is not None  # only a replay has none
         inner = self._inner_transport()
         started = time.perf_counter()
-        response = await inner.handle_async_request(request)
-        assert isinstance(plan, Live) and canonical is not None  # only a replay has none
+        body = request.stream
+        if plan.sink is not None:
+            request.stream = self._async_sent(body, plan.sink)
+        try:
+            response = await inner.handle_async_request(request)
+        finally:
+            request.stream = body
         return self._teed(response, plan, canonical, started, sync=False)
 
     def _inner_transport(self) -> Any:

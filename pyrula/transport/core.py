@@ -54,6 +54,11 @@ class Sink(Protocol):
     @property
     def cap(self) -> int: ...
 
+    def sent(self) -> None:
+        """The request left whole: the provider is working on it. A sink may make its record's
+        request side now, while the reply is awaited; a transport that cannot tell does not
+        call this (the sink then makes it at `complete`). It must not raise."""
+
     def began(self) -> None:
         """The reply's head arrived: from now on it is being paid for."""
 
@@ -82,13 +87,18 @@ def offload_of(sink: object) -> Offload | None:
 class Callbacks:
     """A `Sink` made of functions: `on_abandon` (when set) takes an unfinished reply, and
     `on_truncated` a truncated one (default: `on_abandon`); `offload`, where an async tee runs
-    them (their store on a server)."""
+    them (their store on a server); `on_sent`, called when the request left whole."""
 
     on_complete: Callable[[Reply], None]
     on_abandon: Callable[[Reply], None] | None = None
     on_truncated: Callable[[Reply], None] | None = None
     cap: int = 0
     offload: Offload | None = None
+    on_sent: Callable[[], None] | None = None
+
+    def sent(self) -> None:
+        if self.on_sent is not None:
+            self.on_sent()
 
     def began(self) -> None:
         return None
@@ -312,6 +322,10 @@ class _Both:
         """The first sink's `offload`, else the second's (both calls then run through it)."""
         return offload_of(self._sinks[0]) or offload_of(self._sinks[1])
 
+    def sent(self) -> None:
+        for sink in self._sinks:
+            sink.sent()
+
     def began(self) -> None:
         for sink in self._sinks:
             sink.began()
@@ -441,9 +455,7 @@ def fingerprint_or_replay(session: Session, parts: RequestParts) -> Canonical | 
     """The request's canonical form; or, from a session that finds recordings by a request's
     digest as sent (a cassette's `replay_sent`), the replay of a request new to the process
     found that way, without canonicalising it."""
-    replay_sent: Callable[[bytes], Replay | None] | None = getattr(
-        session, "replay_sent", None
-    )
+    replay_sent: Callable[[bytes], Replay | None] | None = getattr(session, "replay_sent", None)
     if replay_sent is None:
         return canonicalize(parts)
     known = cached_or_sent(parts)
