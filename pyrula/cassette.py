@@ -263,8 +263,8 @@ class Cassette:
             file_ahead.note(txn, self.store.meta_db, [key])
 
         def commit(reply: Reply) -> None:
-            pending_log = self._pending_log()
             try:
+                pending_log = self._pending_log()  # made on first use: the disk may be full
                 record_exchange(
                     self.exchanges,
                     key,
