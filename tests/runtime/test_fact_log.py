@@ -286,15 +286,21 @@ def test_a_killed_workers_logged_facts_are_taken_by_the_next_and_not_done_again(
     assert [p.suffix for p in _logs(store)] == []
 
 
-def test_a_stopped_log_is_put_in_the_store_once_and_up_to_a_torn_entry(tmp_path, monkeypatch):
+def _crashed_copy(monkeypatch) -> tuple[RunHandle, Path, Path]:
+    """A run of 8 steps to its end, and the copy its step 6 made of the store: as of step 6, its
+    log holding steps 0-5, whose process is gone. The run, the copy and that log."""
     monkeypatch.setattr(fact_log, "FOLD_SECONDS", 3600.0)
     store = new_store()
     crashed = Path(f"{store.location}-crashed")
     handle = submit(steps, store.location, "copy", 8, store=store)
     drive(store)
     assert handle.record.status == "completed"
-    # The copy: the store as of step 6, its log holding steps 0-5, whose process is gone.
     (log,) = _logs(Store(crashed))
+    return handle, crashed, log
+
+
+def test_a_stopped_log_is_put_in_the_store_once_and_up_to_a_torn_entry(tmp_path, monkeypatch):
+    handle, crashed, log = _crashed_copy(monkeypatch)
     torn = tmp_path / "torn"
     shutil.copytree(crashed, torn)
     data = log.read_bytes()
@@ -310,14 +316,9 @@ def test_a_stopped_log_is_put_in_the_store_once_and_up_to_a_torn_entry(tmp_path,
     assert done == [f"s{i}" for i in range(5)]  # up to the torn entry
 
 
-def test_a_stopped_log_whose_rename_a_crash_undid_is_put_in_the_store(tmp_path, monkeypatch):
+def test_a_stopped_log_whose_rename_a_crash_undid_is_put_in_the_store(monkeypatch):
     # The folder is not flushed for a log's rename from `*.new`: a crash may undo it.
-    monkeypatch.setattr(fact_log, "FOLD_SECONDS", 3600.0)
-    store = new_store()
-    crashed = Path(f"{store.location}-crashed")
-    handle = submit(steps, store.location, "copy", 8, store=store)
-    drive(store)
-    (log,) = _logs(Store(crashed))
+    handle, crashed, log = _crashed_copy(monkeypatch)
     undone = log.rename(log.with_suffix(".new"))
     an_hour_ago = time.time() - 3600
     os.utime(undone, (an_hour_ago, an_hour_ago))
