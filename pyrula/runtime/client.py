@@ -207,30 +207,49 @@ _REPLAYED_FACTS = frozenset(
 
 def fork(run_id: str, at_seq: int, *, store: StoreLike = None) -> RunHandle:
     """A new run of the same workflow and input that replays `run_id`'s journal up to event
-    `at_seq` and goes live from there (a what-if branch)."""
+    `at_seq` and goes live from there (a what-if branch). A child run started by then is forked
+    too, whole: the new run's child replays what the source's did, paying for nothing again."""
     journal = _journal(store)
+    new_id = f"run_{uuid.uuid4().hex[:20]}"
+    _fork_into(journal, run_id, at_seq, new_id)
+    return RunHandle(new_id, journal)
+
+
+def _fork_into(
+    journal: RunStore, run_id: str, at_seq: int, new_id: str, parent: str | None = None
+) -> None:
+    """Submit `new_id`, seeded with `run_id`'s facts up to `at_seq` (and its recorded model
+    calls), after a fork of each child those facts started (`parent`: the fork's parent)."""
     source = journal.get(run_id)
     data = journal.queued_input(run_id) or source.input
     if data is None:
         raise RunError(f"run {run_id} kept no input (capture={source.capture}); cannot fork it")
-    seeds = [
-        (e.type, e.payload)
-        for e in journal.events(run_id)
-        if e.seq <= at_seq and e.type in _REPLAYED_FACTS
-    ]
-    new_id = f"run_{uuid.uuid4().hex[:20]}"
+    seeds = []
+    for event in journal.events(run_id):
+        if event.seq > at_seq or event.type not in _REPLAYED_FACTS:
+            continue
+        payload = event.payload
+        if event.type == "child:started":
+            child = _fork_child(journal, payload, new_id)
+            if child is None:
+                continue  # gone (purged): the fork starts a child of its own
+            payload = {**payload, "child": child}
+        seeds.append((event.type, payload))
     exchanges = Exchanges(journal.store)
     for kind, payload in seeds:
         position = payload.get("position")
         if kind == "llm:done" and isinstance(position, str):
             scope, _, index = position.rpartition("/llm")
             exchanges.copy(run_key(run_id, scope, int(index)), run_key(new_id, scope, int(index)))
-    record, _ = journal.submit(
+    options = {k: v for k, v in source.options.items() if k == "limits"}
+    if parent is not None:
+        options["parent"] = parent
+    journal.submit(
         source.name,
         data,
         run_id=new_id,
         capture=source.capture,
-        options={k: v for k, v in source.options.items() if k == "limits"},
+        options=options,
         forked_from={"run": run_id, "at_seq": at_seq},
         seed_events=seeds,
         seed_withheld={
@@ -239,12 +258,25 @@ def fork(run_id: str, at_seq: int, *, store: StoreLike = None) -> RunHandle:
             if payload.get("withheld")
         },
     )
-    return RunHandle(record.id, journal)
 
 
-def purge(
-    older_than: float | str, *, store: StoreLike = None, dry_run: bool = False
-) -> Purged:
+def _fork_child(journal: RunStore, started: dict[str, Any], parent: str) -> str | None:
+    """Fork the child a `child:started` fact names, all its events, as the child `parent` starts
+    at the same position; its id, or None when the source's child is gone."""
+    events = journal.events(str(started["child"]))
+    if not events:
+        return None
+    child = child_run_id(parent, str(started["position"]))
+    _fork_into(journal, str(started["child"]), events[-1].seq, child, parent=parent)
+    return child
+
+
+def child_run_id(parent: str, position: str) -> str:
+    """The id of the child run `parent` starts at `position` (`WorkflowContext.run_child`)."""
+    return f"{parent}.{position.replace('/', '.')}"
+
+
+def purge(older_than: float | str, *, store: StoreLike = None, dry_run: bool = False) -> Purged:
     """Delete the runs that ended more than `older_than` ago (seconds, or `"30d"`, `"12h"`)
     with their children, and the idempotency tokens past their TTL; `dry_run` only lists them.
     A queued, running or parked run is never touched (`pyrula runs purge`)."""

@@ -263,12 +263,12 @@ class WorkflowContext:
         """
         if parent_close not in ("cancel", "terminate", "abandon"):
             raise ValueError("parent_close must be 'cancel', 'terminate' or 'abandon'")
-        from pyrula.runtime.client import child_result, submit_child
+        from pyrula.runtime.client import child_result, child_run_id, submit_child
 
         attempt = self._attempt
         position = attempt.next_position("child")
         await attempt.acheck_cancel()
-        child_id = f"{self.run_id}.{position.replace('/', '.')}"
+        child_id = child_run_id(self.run_id, position)
         if attempt.facts.get(position) is None:
             store = attempt.journal.store
             await acall(store, submit_child, attempt, workflow, child_id, args, kwargs)

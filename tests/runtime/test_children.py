@@ -11,7 +11,7 @@ from pyrula.runtime import RunStore, Worker, cancel, fork, submit
 from pyrula.workflows import WorkflowContext, workflow
 from tests.fakes.openai_api import chat_completion
 from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply
-from tests.runtime.support import ask, async_openai, chat_upstream, new_store, run_to_rest
+from tests.runtime.support import ask, async_openai, chat_upstream, drive, new_store, run_to_rest
 
 # The runtime's conformance: each test runs on LMDB and on PostgreSQL.
 pytestmark = pytest.mark.usefixtures("each_backend")
@@ -127,3 +127,34 @@ def test_a_runs_record_keeps_the_caps_it_is_held_to():
     assert by_name.record.options == {"limits": {"max_total_tokens": 100_000}}
     forked = fork(by_name.id, 1, store=journal.store)
     assert forked.record.options == {"limits": {"max_total_tokens": 100_000}}
+
+
+CHILD_CALLS = chat_upstream("child says")
+
+
+@agent(name="asks_once")
+async def asks_once(ctx: AgentContext, question: str) -> str:
+    return await ask(async_openai(CHILD_CALLS), question)
+
+
+@workflow(name="parent_of_asker")
+async def parent_of_asker(ctx: WorkflowContext) -> str:
+    first = await ctx.run_child(asks_once, "one")
+    second = await ctx.step("after", lambda: f"{first} / after")
+    return str(second)
+
+
+def test_a_fork_after_a_child_started_replays_the_child_not_its_calls():
+    CHILD_CALLS.calls.clear()
+    handle = run_to_rest(parent_of_asker)
+    assert asyncio.run(handle.result()) == "child says one / after"
+    assert len(CHILD_CALLS.calls) == 1
+    started = next(e for e in handle.events() if e.type == "child:started")
+    store = handle.journal.store
+    forked = fork(handle.id, started.seq, store=store)
+    drive(store)
+    assert asyncio.run(forked.result()) == "child says one / after"
+    assert len(CHILD_CALLS.calls) == 1  # the fork's child replayed the call, paid once
+    [child] = [e.payload["child"] for e in forked.events() if e.type == "child:started"]
+    assert child.startswith(forked.id)  # the fork's own child, not the source's
+    assert handle.journal.get(child).options["parent"] == forked.id
