@@ -38,8 +38,21 @@ def _register(
             f"@{kind} needs an `async def` taking a context first; {fn.__qualname__} is not async"
         )
     definition: Definition[..., R] = Definition(name or fn.__name__, fn, kind, limits)
+    taken = _REGISTRY.get(definition.name)
+    if taken is not None and _origin(taken.fn) != _origin(fn):
+        # A worker runs a queued run by its name: two bodies under one name would run
+        # whichever was imported last. The same function again (a module reloaded, a notebook
+        # cell run again) replaces its definition.
+        raise ValueError(
+            f"a {taken.kind} named {definition.name!r} is already registered "
+            f"({_origin(taken.fn)}); give {_origin(fn)} another name (@{kind}(name=...))"
+        )
     _REGISTRY[definition.name] = definition
     return definition
+
+
+def _origin(fn: Callable[..., Any]) -> str:
+    return f"{fn.__module__}.{fn.__qualname__}"
 
 
 @overload

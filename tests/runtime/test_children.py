@@ -132,14 +132,14 @@ def test_a_runs_record_keeps_the_caps_it_is_held_to():
 CHILD_CALLS = chat_upstream("child says")
 
 
-@agent(name="asks_once")
-async def asks_once(ctx: AgentContext, question: str) -> str:
+@agent(name="child_that_asks_once")
+async def child_that_asks_once(ctx: AgentContext, question: str) -> str:
     return await ask(async_openai(CHILD_CALLS), question)
 
 
 @workflow(name="parent_of_asker")
 async def parent_of_asker(ctx: WorkflowContext) -> str:
-    first = await ctx.run_child(asks_once, "one")
+    first = await ctx.run_child(child_that_asks_once, "one")
     second = await ctx.step("after", lambda: f"{first} / after")
     return str(second)
 
