@@ -134,12 +134,15 @@ def sync(store: Store, name: str, path: Path) -> bool:
     """Make the store's records of cassette `name` those of the file at `path` (none when it is
     missing), and its file hold what the cache took in without it (`file_ahead`); return
     whether the records had to be rebuilt (the file changed since the last time)."""
-    ahead = file_ahead.keys_ahead(store, name)
+    with store.read() as txn:  # one look at the meta table for both notes
+        note = txn.get(_META + name.encode(), db=store.meta_db)
+        note = None if note is None else bytes(note)
+        ahead = file_ahead.keys_ahead(txn, store.meta_db, name)
     if not ahead:
-        return _follow(store, name, path)
+        return _follow(store, name, path, note)
     exchanges = Exchanges(store)
     recovered = _stored_now(exchanges, ahead)
-    rebuilt = _follow(store, name, path)
+    rebuilt = _follow(store, name, path, note)
     if rebuilt:  # the file changed too: it wins where it holds the same key
         held = {key for key, _ in exchanges.scan(namespace_prefix(name))}
         exchanges.restore([item for item in recovered if item.key not in held])
@@ -154,10 +157,10 @@ def sync(store: Store, name: str, path: Path) -> bool:
     return rebuilt
 
 
-def _follow(store: Store, name: str, path: Path) -> bool:
-    """`sync`'s part for the file: rebuild the cassette's records from it if it changed."""
+def _follow(store: Store, name: str, path: Path, note: bytes | None) -> bool:
+    """`sync`'s part for the file: rebuild the cassette's records from it if it changed since
+    `note` (the meta value `_note` wrote)."""
     meta_key = _META + name.encode()
-    note = store.get_meta(meta_key)
     taken_ns = time.time_ns()
     stat = file_stat(path)
     if _trusted(note, stat):

@@ -10,11 +10,11 @@ writes those recordings into its file (`cassette_file.sync`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 from typing import Any
 
 from pyrula.journal.keys import namespace_prefix, split_key
-from pyrula.journal.store import Store, Txn
+from pyrula.journal.store import Txn
 
 # + a cassette's name: the keys of its recordings ahead of its file, each past the cassette's
 # prefix (`_TAIL` bytes: a fingerprint and an occurrence), sorted.
@@ -22,13 +22,16 @@ _AHEAD = b"cassette-ahead\x00"
 _TAIL = 32 + 4
 
 
-def note(txn: Txn, meta_db: Any, keys: Iterable[bytes]) -> None:
+def note(
+    txn: Txn, meta_db: Any, keys: Iterable[bytes], within: Container[str] | None = None
+) -> None:
     """In the transaction that puts recordings under `keys` in the store: note them, per
-    cassette, as ahead of its file."""
+    cassette, as ahead of its file (only those of the cassettes `within`, if given)."""
     tails: dict[str, set[bytes]] = {}
     for key in keys:
         name = split_key(key)[0]
-        tails.setdefault(name, set()).add(key[len(namespace_prefix(name)) :])
+        if within is None or name in within:
+            tails.setdefault(name, set()).add(key[len(namespace_prefix(name)) :])
     for name, found in tails.items():
         old = txn.get(_AHEAD + name.encode(), db=meta_db)
         if old is not None:
@@ -36,11 +39,11 @@ def note(txn: Txn, meta_db: Any, keys: Iterable[bytes]) -> None:
         txn.put(_AHEAD + name.encode(), b"".join(sorted(found)), db=meta_db)
 
 
-def keys_ahead(store: Store, name: str) -> list[bytes]:
+def keys_ahead(txn: Txn, meta_db: Any, name: str) -> list[bytes]:
     """The keys of cassette `name` noted as ahead of its file (none, nearly always)."""
-    noted = store.get_meta(_AHEAD + name.encode())
+    noted = txn.get(_AHEAD + name.encode(), db=meta_db)
     prefix = namespace_prefix(name)
-    return [prefix + tail for tail in _split(noted or b"")]
+    return [prefix + tail for tail in _split(bytes(noted or b""))]
 
 
 def clear(txn: Txn, meta_db: Any, name: str) -> None:

@@ -36,7 +36,6 @@ from pyrula.journal.append_log import (
     read_payloads,
     stopped_logs,
 )
-from pyrula.journal.keys import split_key
 from pyrula.journal.records import decode
 from pyrula.journal.store import Txn
 
@@ -110,8 +109,8 @@ class PendingLog(BatchLog):
                 for prepared in entries:
                     exchanges.apply(txn, prepared)
                 if files:
-                    ahead = [p.key for p in entries if split_key(p.key)[0] in files]
-                    file_ahead.note(txn, exchanges.store.meta_db, ahead)
+                    keys = (prepared.key for prepared in entries)
+                    file_ahead.note(txn, exchanges.store.meta_db, keys, within=files)
 
             exchanges.store.write(write)
             self._entries = []

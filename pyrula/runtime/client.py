@@ -211,21 +211,29 @@ def fork(run_id: str, at_seq: int, *, store: StoreLike = None) -> RunHandle:
     too, whole: the new run's child replays what the source's did, paying for nothing again."""
     journal = _journal(store)
     new_id = f"run_{uuid.uuid4().hex[:20]}"
-    _fork_into(journal, run_id, at_seq, new_id)
+    _fork_into(journal, journal.get(run_id), at_seq, new_id)
     return RunHandle(new_id, journal)
 
 
 def _fork_into(
-    journal: RunStore, run_id: str, at_seq: int, new_id: str, parent: str | None = None
+    journal: RunStore,
+    source: RunRecord,
+    at_seq: int | None,
+    new_id: str,
+    parent: str | None = None,
 ) -> None:
-    """Submit `new_id`, seeded with `run_id`'s facts up to `at_seq` (and its recorded model
-    calls), after a fork of each child those facts started (`parent`: the fork's parent)."""
-    source = journal.get(run_id)
+    """Submit `new_id`, seeded with the facts of run `source` up to `at_seq` (all of them: None)
+    and its recorded model calls, after a fork of each child those facts started (`parent`: the
+    fork's parent)."""
+    run_id = source.id
     data = journal.queued_input(run_id) or source.input
     if data is None:
         raise RunError(f"run {run_id} kept no input (capture={source.capture}); cannot fork it")
+    events = journal.events(run_id)
+    if at_seq is None:
+        at_seq = events[-1].seq if events else 0
     seeds = []
-    for event in journal.events(run_id):
+    for event in events:
         if event.seq > at_seq or event.type not in _REPLAYED_FACTS:
             continue
         payload = event.payload
@@ -263,11 +271,12 @@ def _fork_into(
 def _fork_child(journal: RunStore, started: dict[str, Any], parent: str) -> str | None:
     """Fork the child a `child:started` fact names, all its events, as the child `parent` starts
     at the same position; its id, or None when the source's child is gone."""
-    events = journal.events(str(started["child"]))
-    if not events:
+    try:
+        source = journal.get(str(started["child"]))
+    except RunNotFound:
         return None
     child = child_run_id(parent, str(started["position"]))
-    _fork_into(journal, str(started["child"]), events[-1].seq, child, parent=parent)
+    _fork_into(journal, source, None, child, parent=parent)
     return child
 
 

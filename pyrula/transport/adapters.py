@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator, Iterator
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pyrula.fingerprints import Canonical
 from pyrula.lazy import lazy_exports
@@ -38,9 +38,18 @@ def _request_parts(request: Any) -> tuple[str, str, Any, bytes]:
     return request.method, str(request.url), request.headers, request.content
 
 
-def _stream_classes(lib: ModuleType) -> tuple[type, type, type, type, type, type]:
-    """Replay, tee and sent-request byte streams that are instances of `lib`'s own stream base
-    classes."""
+class _Streams(NamedTuple):
+    """One library's byte stream classes, each an instance of its own stream base classes."""
+
+    sync_frames: type  # a replayed reply's frames
+    async_frames: type
+    sync_tee: type  # a live reply, recorded as it passes
+    async_tee: type
+    sync_sent: type  # a live request's body, telling its sink once it left whole
+    async_sent: type
+
+
+def _stream_classes(lib: ModuleType) -> _Streams:
 
     class SyncFrames(lib.SyncByteStream):  # type: ignore[name-defined,misc]
         def __init__(self, frames: Iterator[bytes]) -> None:
@@ -139,14 +148,14 @@ def _stream_classes(lib: ModuleType) -> tuple[type, type, type, type, type, type
                 sink, self._sink = self._sink, None
                 sink.sent()
 
-    return SyncFrames, AsyncFrames, SyncTee, AsyncTee, SyncSent, AsyncSent
+    return _Streams(SyncFrames, AsyncFrames, SyncTee, AsyncTee, SyncSent, AsyncSent)
 
 
 # Each library's stream classes, made the first time an adapter of that library is built.
-_STREAMS: dict[ModuleType, tuple[type, type, type, type, type, type]] = {}
+_STREAMS: dict[ModuleType, _Streams] = {}
 
 
-def _streams(lib: ModuleType) -> tuple[type, type, type, type, type, type]:
+def _streams(lib: ModuleType) -> _Streams:
     found = _STREAMS.get(lib)
     if found is None:
         found = _STREAMS[lib] = _stream_classes(lib)
@@ -161,12 +170,10 @@ class _Adapter:
     def __init__(self, inner: Any = None, *, session: Session | None = None) -> None:
         self._inner = inner
         self._session = session
-        streams = _streams(self._lib)
-        self._sync_frames, self._async_frames, self._sync_tee, self._async_tee = streams[:4]
-        self._sync_sent, self._async_sent = streams[4:]
+        self._streams = _streams(self._lib)
 
     def _replayed(self, plan: Replay, request: Any, *, sync: bool) -> Any:
-        stream = (self._sync_frames if sync else self._async_frames)(plan.frames)
+        stream = (self._streams.sync_frames if sync else self._streams.async_frames)(plan.frames)
         try:
             return self._lib.Response(
                 plan.status,
@@ -195,9 +202,9 @@ class _Adapter:
             canonical, response.status_code, headers, plan.sink, started, deferred=bool(offload)
         )
         if sync:
-            tee = self._sync_tee(response.stream, recording)
+            tee = self._streams.sync_tee(response.stream, recording)
         else:
-            tee = self._async_tee(response.stream, recording, offload)
+            tee = self._streams.async_tee(response.stream, recording, offload)
         # The SDK gets the headers as they came (bytes: a value need not be ASCII).
         raw = list(response.headers.raw)
         if recording.decodes:
@@ -239,7 +246,7 @@ class _SyncAdapter(_Adapter):
         started = time.perf_counter()
         body = request.stream
         if plan.sink is not None:  # the sink works on its record while the provider does
-            request.stream = self._sync_sent(body, plan.sink)
+            request.stream = self._streams.sync_sent(body, plan.sink)
         try:
             response = inner.handle_request(request)
         finally:
@@ -270,7 +277,7 @@ class _AsyncAdapter(_Adapter):
         started = time.perf_counter()
         body = request.stream
         if plan.sink is not None:
-            request.stream = self._async_sent(body, plan.sink)
+            request.stream = self._streams.async_sent(body, plan.sink)
         try:
             response = await inner.handle_async_request(request)
         finally:

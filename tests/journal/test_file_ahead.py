@@ -74,8 +74,8 @@ def test_a_file_written_from_the_cache_leaves_nothing_noted(tmp_path):
     with pyrula.cassette("c", mode="once", store=store_path, path=path):
         for i in range(DIRECT_RECORDINGS + 2):
             _worker.ask(sdk, f"q{i}")
-    with Store(store_path) as store:
-        assert file_ahead.keys_ahead(store, "c") == []
+    with Store(store_path) as store, store.read() as txn:
+        assert file_ahead.keys_ahead(txn, store.meta_db, "c") == []
     before = path.stat().st_mtime_ns
     with pyrula.cassette("c", mode="none", store=store_path, path=path):
         _worker.ask(sdk, "q0")
