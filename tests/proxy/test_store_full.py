@@ -53,4 +53,7 @@ def test_a_full_disk_is_one_warning_and_a_header_on_each_reply(store, standin, d
     warnings = [r.getMessage() for r in caplog.records if r.name == "pyrula.proxy"]
     assert sum("not being recorded" in w for w in warnings) == 1
     assert sum("recording again" in w for w in warnings) == 1
-    assert "Traceback" not in caplog.text
+    # Only the proxy's own records: an SDK client another test left to the garbage collector
+    # can log its loop's closing here, and that is not the proxy's doing.
+    proxy_records = [r for r in caplog.records if r.name.startswith("pyrula")]
+    assert not any(r.exc_info or "Traceback" in r.getMessage() for r in proxy_records)
