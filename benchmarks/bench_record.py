@@ -36,15 +36,17 @@ Run: python benchmarks/bench_record.py [--rounds 5] [--calls 1000] [--no-loopbac
 from __future__ import annotations
 
 import functools
+import gc
 import inspect
 import itertools
 import json
 import statistics
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import httpx
 import vcr
@@ -98,6 +100,13 @@ def main() -> None:
     args.add_argument(
         "--before", metavar="REF", help="the callgrind rows also count this git revision's pyrula"
     )
+    args.add_argument(
+        "--paired-slice",
+        type=int,
+        default=50,
+        metavar="CALLS",
+        help="the paired rows' slice: live and recorded calls alternate every CALLS (0: skip)",
+    )
     opts = args.parse_args()
     n = opts.calls
     header("bench_record: record 1,000 chat completions", opts.rounds, calls=n)
@@ -108,7 +117,7 @@ def main() -> None:
         return
     if opts.only_loopback:
         tmp = scratch_dir("record", keep=opts.keep)
-        loopback(n, opts.rounds, tmp)
+        loopback(n, opts.rounds, tmp, opts.paired_slice)
         if opts.callgrind:
             print_instructions(opts.callgrind, tmp, opts.before)
         return
@@ -203,7 +212,7 @@ def main() -> None:
     synced.close()
     unsynced.close()
     if not opts.no_loopback:
-        loopback(n, opts.rounds, tmp)
+        loopback(n, opts.rounds, tmp, opts.paired_slice)
         if opts.callgrind:
             print_instructions(opts.callgrind, tmp, opts.before)
 
@@ -250,10 +259,10 @@ def start_server() -> tuple[subprocess.Popen[str], str]:
     return server, f"http://127.0.0.1:{int(server.stdout.readline())}/v1"
 
 
-def loopback(n: int, rounds: int, tmp: Path) -> None:
+def loopback(n: int, rounds: int, tmp: Path, every: int) -> None:
     server, base_url = start_server()
     try:
-        _loopback_rounds(n, rounds, tmp, base_url)
+        _loopback_rounds(n, rounds, tmp, base_url, every)
     finally:
         server.kill()
         server.wait()
@@ -269,26 +278,24 @@ def store_policies() -> dict[str, dict[str, bool]]:
     return policies
 
 
-def _loopback_setup(
-    n: int, tmp: Path, base_url: str
-) -> tuple[list[tuple[str, Callable[[], int], dict[str, Callable[[], int]]]], list[Any]]:
-    """Per client (raw `httpx.Client`, openai SDK): its floor (n live calls, no recorder) and
-    n live calls recorded per store policy; and the stores, to close."""
+def _loopback_setup(n: int, tmp: Path, base_url: str) -> tuple[list[Loopback], list[Any]]:
+    """Per client (raw `httpx.Client`, openai SDK), its `Loopback` variants; and the stores,
+    to close."""
     import openai
 
     question = itertools.count()
     headers = {"content-type": "application/json", "authorization": f"Bearer {API_KEY}"}
     url = base_url + "/chat/completions"
 
-    def raw_calls(client: httpx.Client) -> int:
-        for _ in range(n):
+    def raw_calls(client: httpx.Client, count: int = n) -> int:
+        for _ in range(count):
             content = f"Question {next(question)}: summarise the attached quarterly figures."
             body = json.dumps({"messages": [{"role": "user", "content": content}], "model": MODEL})
             assert client.post(url, content=body.encode(), headers=headers).content == BODY
         return n
 
-    def sdk_calls(client: Any) -> int:
-        for _ in range(n):
+    def sdk_calls(client: Any, count: int = n) -> int:
+        for _ in range(count):
             content = f"Question {next(question)}: summarise the attached quarterly figures."
             client.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": content}]
@@ -322,6 +329,30 @@ def _loopback_setup(
 
         return run
 
+    def paired(calls: Callable[..., int], floor_client: Any, client: Any) -> Callable[[int], Pair]:
+        def run(every: int) -> Pair:
+            """One cassette of n recordings on the default store, and n live calls with no
+            recorder, alternating every `every` calls (which goes first alternates too)."""
+            assert n % every == 0, f"--paired-slice {every} does not divide --calls {n}"
+            gc.collect()
+            live = recorded = 0.0
+            opened = time.perf_counter()
+            with pyrula.cassette(f"loop-{next(cassettes)}", mode="once", store=stores["fsync"]):
+                recorded += time.perf_counter() - opened
+                for index in range(n // every):
+                    for recording_turn in (False, True) if index % 2 == 0 else (True, False):
+                        started = time.perf_counter()
+                        calls(client if recording_turn else floor_client, every)
+                        if recording_turn:
+                            recorded += time.perf_counter() - started
+                        else:
+                            live += time.perf_counter() - started
+                closing = time.perf_counter()
+            recorded += time.perf_counter() - closing  # the block's end: its last fold
+            return Pair(live / n, recorded / n)
+
+        return run
+
     clients = []
     for label, calls, floor_client, client in (
         ("raw httpx.Client", raw_calls, raw_floor, raw_pyrula),
@@ -329,8 +360,25 @@ def _loopback_setup(
     ):
         floor = functools.partial(calls, floor_client)
         recorders = {policy: recording(calls, client, store) for policy, store in stores.items()}
-        clients.append((label, floor, recorders))
+        clients.append(Loopback(label, floor, recorders, paired(calls, floor_client, client)))
     return clients, list(stores.values())
+
+
+class Pair(NamedTuple):
+    """One round of `Loopback.paired`: wall seconds per call, live and recorded."""
+
+    live: float
+    recorded: float
+
+
+class Loopback(NamedTuple):
+    """One client's loopback variants: its floor (n live calls, no recorder), n live calls
+    recorded per store policy, and the paired round (`paired(every)`: both in one block)."""
+
+    label: str
+    floor: Callable[[], int]
+    recorders: dict[str, Callable[[], int]]
+    paired: Callable[[int], Pair]
 
 
 def per_round_ratio(row: list[float], base: list[float]) -> str:
@@ -340,10 +388,22 @@ def per_round_ratio(row: list[float], base: list[float]) -> str:
     return f"{statistics.median(ratios):.2f}x ({ratios[0]:.2f}-{ratios[-1]:.2f})"
 
 
-def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
+def print_paired(label: str, pairs: list[Pair], every: int, n: int) -> None:
+    ratios = sorted(pair.recorded / pair.live for pair in pairs)
+    console.print(
+        f"paired, {label}: the live calls and the default store's recording alternating every "
+        f"{every} calls within each round's cassette of {n:,} (both timed in the same seconds): "
+        f"recording over live {statistics.median(ratios):.2f}x, rounds "
+        f"{ratios[0]:.2f}-{ratios[-1]:.2f}x (live "
+        f"{statistics.median(p.live for p in pairs) * 1e3:.2f} ms, recorded "
+        f"{statistics.median(p.recorded for p in pairs) * 1e3:.2f} ms a call) \\[target <= 2x]"
+    )
+
+
+def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str, every: int) -> None:
     clients, stores = _loopback_setup(n, tmp, base_url)
     flushes = flush_floor(n, tmp)
-    for label, floor, recorders in clients:
+    for label, floor, recorders, paired in clients:
         floor_name = f"floor: live loopback, {label}, no recorder"
         variants: dict[str, Callable[[], int]] = {floor_name: floor}
         for policy, fn in recorders.items():
@@ -376,7 +436,7 @@ def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
                 for name, row in results.items()
                 if name not in (floor_name, FLUSH, COMMIT, CONTIGUOUS)
             )
-            + " [target <= 2x]"
+            + " \\[target <= 2x]"
         )
         console.print(
             "the same, each round's recording over that round's floor (median, then the "
@@ -409,6 +469,12 @@ def _loopback_rounds(n: int, rounds: int, tmp: Path, base_url: str) -> None:
                 f"{(call + pattern) / call:.2f}x before any CPU. The same pages written in one "
                 f"run took {results[CONTIGUOUS].wall_median * 1e3:.2f} ms"
             )
+        if every:
+            pairs = []
+            for r in range(rounds):
+                pairs.append(paired(every))
+                console.print(f"  [dim]paired {label}: round {r + 1}/{rounds} done[/dim]")
+            print_paired(label, pairs, every, n)
     for store in stores:
         store.close()
 
@@ -421,7 +487,7 @@ def callgrind_child(folder: str, calls: str) -> None:
     server, base_url = start_server()
     try:
         clients, stores = _loopback_setup(int(calls), Path(folder), base_url)
-        segments = [fn for _, floor, recorders in clients for fn in (floor, *recorders.values())]
+        segments = [fn for c in clients for fn in (c.floor, *c.recorders.values())]
         for fn in segments:
             fn()
         cg_mark()
