@@ -24,12 +24,15 @@ _sha256 = hashlib.sha256
 
 class EncodedRequest(NamedTuple):
     """A request document as `put_request` stores it, computed once: its reference, the
-    blobs to put (digest, bytes) in order, and the document as canonical JSON (what the
-    recorder scrubs and the size cap counts)."""
+    blobs to put (digest, bytes) in order, the JSON texts among them (every character of the
+    document's canonical JSON but a list's brackets and commas is in one: what the recorder
+    looks for secrets in), and the length of that canonical JSON (what the size cap counts),
+    added up from its parts without encoding the document whole."""
 
     ref: str
     blobs: list[tuple[bytes, bytes]]
-    json: bytes
+    texts: list[bytes]
+    size: int
 
 
 def _blob(blobs: list[tuple[bytes, bytes]], data: bytes) -> bytes:
@@ -44,39 +47,56 @@ _SHORT_KINDS = (bool, type(None))
 _SHORT_INT = 10**100
 
 
-def _stored_value(blobs: list[tuple[bytes, bytes]], value: Any) -> Any:
+def _stored_value(
+    blobs: list[tuple[bytes, bytes]], texts: list[bytes], value: Any
+) -> tuple[Any, int | None]:
     """What a document holds in place of `value`: the value inline, or a reference to its blob
-    (a list: to its chain of cells). A tuple is a list: the recorder's documents were once
-    re-parsed JSON."""
+    (a list: to its chain of cells); and, for a stand-in, the length of `value` as canonical
+    JSON (None when the value is kept as it is). A tuple is a list: the recorder's documents
+    were once re-parsed JSON."""
     kind = type(value)
     if (kind is list or kind is tuple) and value:
         cell = _EMPTY
+        length = len(value) + 1  # the brackets, and a comma between each two elements
         for element in value:
-            cell = _blob(blobs, b"L" + cell + _blob(blobs, canonical_json(element)))
-        return {"$list": cell.hex(), "$n": len(value)}
+            encoded = canonical_json(element)
+            texts.append(encoded)
+            length += len(encoded)
+            cell = _blob(blobs, b"L" + cell + _blob(blobs, encoded))
+        return {"$list": cell.hex(), "$n": len(value)}, length
     if kind in _SHORT_KINDS or (kind is int and -_SHORT_INT < value < _SHORT_INT):
-        return value
+        return value, None
     encoded = canonical_json(value)
     if len(encoded) > _INLINE_MAX:
-        return {"$blob": _blob(blobs, encoded).hex()}
+        texts.append(encoded)
+        return {"$blob": _blob(blobs, encoded).hex()}, len(encoded)
     # A small object that itself looks like a reference is wrapped, never misread.
     if isinstance(value, dict) and ({"$blob", "$list", "$inline"} & value.keys()):
-        return {"$inline": value}
-    return value
+        return {"$inline": value}, len(encoded)
+    return value, None
 
 
 def encode_request(doc: dict[str, Any]) -> EncodedRequest:
     """Each part of `doc` serialised and hashed once: what `put_request` stores and returns.
-    The document's own canonical JSON is made in one pass of the encoder (C), which costs less
-    than assembling it from its parts' encodings."""
+    The document itself is never encoded whole: its length is the stored root's, each
+    stand-in's own length swapped for its value's."""
     blobs: list[tuple[bytes, bytes]] = []
-    stored = {
-        section: {name: _stored_value(blobs, value) for name, value in part.items()}
-        if isinstance(part, dict)
-        else part
-        for section, part in doc.items()
-    }
-    return EncodedRequest(_blob(blobs, canonical_json(stored)).hex(), blobs, canonical_json(doc))
+    texts: list[bytes] = []
+    swapped = 0  # what the values' encodings add over their stand-ins' in the root
+    stored: dict[str, Any] = {}
+    for section, part in doc.items():
+        if isinstance(part, dict):
+            kept = {}
+            for name, value in part.items():
+                stand_in, length = _stored_value(blobs, texts, value)
+                if length is not None:
+                    swapped += length - len(canonical_json(stand_in))
+                kept[name] = stand_in
+            part = kept
+        stored[section] = part
+    root = canonical_json(stored)
+    texts.append(root)
+    return EncodedRequest(_blob(blobs, root).hex(), blobs, texts, len(root) + swapped)
 
 
 def put_encoded(txn: Txn, db: Any, encoded: EncodedRequest) -> str:

@@ -259,7 +259,7 @@ class Exchanges:
         request = exchange.request_doc
         if not isinstance(request, blobs.EncodedRequest):
             request = blobs.encode_request(request)
-        self.store.check_size(size + len(request.json), "recorded exchange")
+        self.store.check_size(size + request.size, "recorded exchange")
         pages = _pack(frames)
         record = ExchangeRecord(
             id=os.urandom(16).hex(),

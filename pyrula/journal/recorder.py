@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from pyrula.fingerprints import Canonical, RequestParts
+from pyrula.fingerprints import Canonical, RequestParts, canonical_json
 from pyrula.journal import blobs, scrub, sent_index
 from pyrula.journal.exchanges import Exchange, ExchangeRecord, Exchanges
 from pyrula.journal.pending import PendingLog
@@ -33,7 +33,10 @@ def request_document(
     parts: RequestParts, canonical: Canonical, secrets: list[bytes] | None = None
 ) -> dict[str, object]:
     """The request as it is kept: canonical fields only, no headers, no credentials."""
-    result: dict[str, object] = json.loads(scrubbed_request(parts, canonical, secrets).json)
+    if secrets is None:
+        secrets = scrub.secret_values(parts.headers, parts.url)
+    text = scrub.scrub_bytes(canonical_json(_document(parts, canonical)), secrets, patterns=True)
+    result: dict[str, object] = json.loads(text)
     return result
 
 
@@ -43,22 +46,27 @@ def scrubbed_request(
     secrets: list[bytes] | None = None,
 ) -> blobs.EncodedRequest:
     """`request_document`, encoded for the store (`blobs.encode_request`): each part serialised
-    and hashed once. Secrets are looked for in the whole document's JSON, as one string; only a
-    document they are found in is masked and parsed again (its parts then encoded afresh)."""
+    and hashed once. Secrets are looked for in the encoded parts' JSON, searched as one text;
+    only a document they are found in is masked whole and parsed again (its parts then encoded
+    afresh)."""
     if secrets is None:
         secrets = scrub.secret_values(parts.headers, parts.url)
-    doc = {
+    doc = _document(parts, canonical)
+    encoded = blobs.encode_request(doc)
+    if not scrub.holds_secret(encoded.texts, secrets):
+        return encoded
+    cleaned = scrub.scrub_bytes(canonical_json(doc), secrets, patterns=True)
+    return blobs.encode_request(json.loads(cleaned))
+
+
+def _document(parts: RequestParts, canonical: Canonical) -> dict[str, Any]:
+    return {
         "surface": canonical.surface,
         "method": parts.method,
         "url": scrub.scrub_url(parts.url),
         "compared": canonical.compared,
         "meta": canonical.meta,
     }
-    encoded = blobs.encode_request(doc)
-    cleaned = scrub.scrub_bytes(encoded.json, secrets, patterns=True)
-    if cleaned == encoded.json:
-        return encoded
-    return blobs.encode_request(json.loads(cleaned))
 
 
 class RequestSide(NamedTuple):

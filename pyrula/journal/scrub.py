@@ -104,6 +104,16 @@ def scrub_bytes(data: bytes, secrets: Iterable[bytes] = (), *, patterns: bool = 
     return data
 
 
+def holds_secret(texts: list[bytes], secrets: Iterable[bytes]) -> bool:
+    """Whether any of `texts` holds one of `secrets` or anything secret-shaped (what
+    `scrub_bytes` with `patterns` masks). They are searched as one, joined by newlines, which
+    JSON text never holds raw: a match that spans two would only be a false alarm."""
+    joined = b"\n".join(texts)
+    if any(secret in joined for secret in secrets):
+        return True
+    return _may_hold_pattern(joined) and _SECRET_PATTERNS.search(joined) is not None
+
+
 def scrub_frames(
     frames: list[bytes], secrets: Iterable[bytes] = (), *, patterns: bool = False
 ) -> list[bytes]:

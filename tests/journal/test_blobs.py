@@ -92,7 +92,8 @@ def _fingerprint(encoded: blobs.EncodedRequest) -> tuple[str, str, int]:
 def test_a_document_encodes_to_the_blobs_it_always_had(name):
     encoded = blobs.encode_request(DOCS[name])
     assert _fingerprint(encoded) == BEFORE[name]
-    assert encoded.json == canonical_json(DOCS[name])
+    # The length the size cap counts, added up from the parts, is the whole document's.
+    assert encoded.size == len(canonical_json(DOCS[name]))
     assert blobs.request_ref(DOCS[name]) == BEFORE[name][0]
 
 
@@ -101,9 +102,11 @@ def test_a_recorded_request_keeps_the_blobs_it_always_had(name):
     parts = _chat(REQUESTS[name])
     encoded = recorder.scrubbed_request(parts, canonicalize(parts))
     assert _fingerprint(encoded) == BEFORE[name]
-    stored = b"".join(data for _digest, data in encoded.blobs) + encoded.json
+    stored = b"".join(data for _digest, data in encoded.blobs)
     assert KEY.encode() not in stored and b"AKIA" not in stored and b"q" * 12 not in stored
-    assert (b"[scrubbed]" in encoded.json) == (name == "echoed key")
+    assert (b"[scrubbed]" in stored) == (name == "echoed key")
+    document = recorder.request_document(parts, canonicalize(parts))
+    assert encoded.size == len(canonical_json(document))
 
 
 def test_stored_blobs_read_back_as_the_document(tmp_path):
@@ -113,3 +116,28 @@ def test_stored_blobs_read_back_as_the_document(tmp_path):
         ref = store.write(lambda txn: blobs.put_encoded(txn, db, encoded))
         with store.read() as txn:
             assert blobs.get_request(txn, db, ref) == json.loads(canonical_json(DOCS["edges"]))
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"metadata": {"note": f"key {KEY}"}},  # a small value, kept inline in the root
+        {"user": "u" * 200 + KEY},  # a long value, kept as a blob of its own
+        {"messages": [*HISTORY, {"role": "user", "content": f"Bearer {'t' * 20}"}]},  # a cell
+    ],
+    ids=["inline", "blob", "list element"],
+)
+def test_a_secret_anywhere_in_the_document_is_masked(extra):
+    body = {"model": "gpt-4o-mini", "messages": HISTORY, **extra}
+    parts = RequestParts(
+        "POST",
+        "https://api.openai.com/v1/chat/completions",
+        {"authorization": f"Bearer {KEY}"},
+        json.dumps(body).encode(),
+    )
+    encoded = recorder.scrubbed_request(parts, canonicalize(parts))
+    stored = b"".join(data for _digest, data in encoded.blobs)
+    assert KEY.encode() not in stored and b"t" * 20 not in stored
+    assert b"[scrubbed]" in stored
+    document = recorder.request_document(parts, canonicalize(parts))
+    assert encoded.size == len(canonical_json(document))
