@@ -345,9 +345,7 @@ def callgrind_segments(
             CALLGRIND_CHILD,
             *args,
         ]
-        env = {**os.environ, "PYTHONHASHSEED": "0"}
-        if tree is not None:
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
+        env = with_tree({**os.environ, "PYTHONHASHSEED": "0"}, tree)
         done = subprocess.run(command, env=env, capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"callgrind child failed ({done.returncode}):\n{done.stderr[-4000:]}")
@@ -380,6 +378,14 @@ def instructions_table(title: str, per_op: dict[str, float], baseline: str) -> T
             f"{(count - base) / 1e3:+,.0f}k",
         )
     return table
+
+
+def with_tree(env: dict[str, str], tree: Path | None) -> dict[str, str]:
+    """`env` for a child that imports pyrula from `tree` (a `before_tree`) ahead of the
+    installed package; `env` itself when `tree` is None."""
+    if tree is None:
+        return env
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))}
 
 
 def before_tree(ref: str, folder: Path) -> Path:

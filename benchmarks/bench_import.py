@@ -53,7 +53,7 @@ import time
 from importlib import metadata
 from pathlib import Path
 
-from _common import before_tree
+from _common import before_tree, with_tree
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -113,9 +113,7 @@ class Children:
             env["PYTHONDONTWRITEBYTECODE"] = "1"
         else:
             env["PYTHONPYCACHEPREFIX"] = str(self.cache)
-        if tree is not None:
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
-        return {**env, **extra}
+        return {**with_tree(env, tree), **extra}
 
     def store(self, tree: Path | None, *, queued: bool) -> Path:
         """A fresh store (with one run of `bench` queued, or none)."""

@@ -389,14 +389,13 @@ def per_round_ratio(row: list[float], base: list[float]) -> str:
 
 
 def print_paired(label: str, pairs: list[Pair], every: int, n: int) -> None:
-    ratios = sorted(pair.recorded / pair.live for pair in pairs)
+    recorded, live = [p.recorded for p in pairs], [p.live for p in pairs]
     console.print(
         f"paired, {label}: the live calls and the default store's recording alternating every "
         f"{every} calls within each round's cassette of {n:,} (both timed in the same seconds): "
-        f"recording over live {statistics.median(ratios):.2f}x, rounds "
-        f"{ratios[0]:.2f}-{ratios[-1]:.2f}x (live "
-        f"{statistics.median(p.live for p in pairs) * 1e3:.2f} ms, recorded "
-        f"{statistics.median(p.recorded for p in pairs) * 1e3:.2f} ms a call) \\[target <= 2x]"
+        f"recording over live, each round {per_round_ratio(recorded, live)} (live "
+        f"{statistics.median(live) * 1e3:.2f} ms, recorded "
+        f"{statistics.median(recorded) * 1e3:.2f} ms a call) \\[target <= 2x]"
     )
 
 

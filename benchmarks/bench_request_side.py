@@ -22,7 +22,7 @@ import sys
 import timeit
 from pathlib import Path
 
-from _common import before_tree, console, header, parser, scratch_dir
+from _common import before_tree, console, header, parser, scratch_dir, with_tree
 from rich.table import Table
 
 SIZES = {"1 message": 0, "200 messages": 100}  # conversation turns before the last question
@@ -59,11 +59,12 @@ def child() -> None:
 
 
 def run_tree(tree: Path | None) -> dict[str, float]:
-    env = dict(os.environ)
-    if tree is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tree), env.get("PYTHONPATH")]))
     done = subprocess.run(
-        [sys.executable, __file__, CHILD], env=env, capture_output=True, text=True, check=True
+        [sys.executable, __file__, CHILD],
+        env=with_tree(dict(os.environ), tree),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     timings: dict[str, float] = json.loads(done.stdout)
     return timings

@@ -35,9 +35,7 @@ def request_document(
     """The request as it is kept: canonical fields only, no headers, no credentials."""
     if secrets is None:
         secrets = scrub.secret_values(parts.headers, parts.url)
-    text = scrub.scrub_bytes(canonical_json(_document(parts, canonical)), secrets, patterns=True)
-    result: dict[str, object] = json.loads(text)
-    return result
+    return _masked(_document(parts, canonical), secrets)
 
 
 def scrubbed_request(
@@ -55,8 +53,16 @@ def scrubbed_request(
     encoded = blobs.encode_request(doc)
     if not scrub.holds_secret(encoded.texts, secrets):
         return encoded
-    cleaned = scrub.scrub_bytes(canonical_json(doc), secrets, patterns=True)
-    return blobs.encode_request(json.loads(cleaned))
+    return blobs.encode_request(_masked(doc, secrets))
+
+
+def _masked(doc: dict[str, Any], secrets: list[bytes]) -> dict[str, Any]:
+    """`doc` with its secrets masked, as one JSON text (a secret cannot hide across its
+    parts), and parsed again."""
+    masked: dict[str, Any] = json.loads(
+        scrub.scrub_bytes(canonical_json(doc), secrets, patterns=True)
+    )
+    return masked
 
 
 def _document(parts: RequestParts, canonical: Canonical) -> dict[str, Any]:
