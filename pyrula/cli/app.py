@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 from importlib import metadata
 from typing import Annotated, Any
 
@@ -26,9 +27,35 @@ _LAZY: dict[str, tuple[str, str]] = {
 }
 
 
+def unwrapped(text: str) -> str:
+    """A docstring or help string as the terminal should wrap it: each paragraph on one line.
+
+    Typer's rich help keeps the single line breaks a docstring is wrapped with (in a group's
+    list of commands, and in a command's paragraphs after the first), so a sentence broke where
+    the source line did. A paragraph starting with `\\b` (click's "keep as written") is kept."""
+    paragraphs = inspect.cleandoc(text).split("\n\n")
+    return "\n\n".join(p if p.startswith("\b") else " ".join(p.split()) for p in paragraphs)
+
+
+def _unwrap_help(command: Any) -> None:
+    """`unwrapped` on the help of `command`, its options and (for a group) every subcommand."""
+    if command.help:
+        command.help = unwrapped(command.help)
+    for param in command.params:
+        if getattr(param, "help", None):
+            param.help = unwrapped(param.help)
+    for sub in getattr(command, "commands", {}).values():
+        _unwrap_help(sub)
+
+
 class _LazyGroup(TyperGroup):
     """The `pyrula` group: a command named in `_LAZY` is imported the first time it is asked
-    for (to run it, or to list it in `--help`)."""
+    for (to run it, or to list it in `--help`). Every command's help is `unwrapped` once, as it
+    is looked up (the group's own, as it is made)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        _unwrap_help(self)
 
     def list_commands(self, ctx: Any) -> list[str]:
         return [*super().list_commands(ctx), *(n for n in _LAZY if n not in self.commands)]
@@ -46,6 +73,7 @@ class _LazyGroup(TyperGroup):
             single.command(cmd_name)(target)
             command = typer.main.get_command(single)
         command.name = cmd_name
+        _unwrap_help(command)
         self.add_command(command, cmd_name)
         return command
 
