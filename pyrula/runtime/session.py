@@ -179,7 +179,8 @@ class RunSession:
             # `call_index` counts the unit's model calls (`<unit>/llm<n>`), for the spend record.
             call_index = int(self._attempt.next_position("llm").rsplit("llm", 1)[1])
             reservation = self._budget.reserve(
-                billable_request_bytes(parts.body, canonical.surface), canonical.meta
+                billable_request_bytes(parts.body, canonical.surface, canonical.meta),
+                canonical.meta,
             )
             return Live(
                 Callbacks(
@@ -215,7 +216,7 @@ class RunSession:
                 frames = _cut_short(frames, str(failure.get("message", "")))
             return Replay(record.status, _not_a_served_request(record.headers), frames)
         reservation = self._budget.reserve(
-            billable_request_bytes(parts.body, canonical.surface), canonical.meta
+            billable_request_bytes(parts.body, canonical.surface, canonical.meta), canonical.meta
         )
         commit = self._journaled(key, position, parts, canonical, scope, reservation)
         estimate = self._estimate(canonical, scope, reservation, position)

@@ -22,7 +22,7 @@ from pyrula.runtime.calls import current_run, passed_through, runs_bound
 T = TypeVar("T")
 
 
-def unchanged(path: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+def unchanged(client: Any, path: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The default `prepare`: a call's arguments as the caller gave them."""
     return kwargs
 
@@ -91,8 +91,8 @@ class CallRoute:
     refusal: Callable[[Any, str, dict[str, Any]], str | None]
     # Whether an attribute of a resource is itself a resource (guarded in turn), not a value.
     is_resource: Callable[[Any], bool]
-    # Adjusts a journaled call's arguments before it is sent.
-    prepare: Callable[[str, dict[str, Any]], dict[str, Any]] = unchanged
+    # Adjusts a journaled call's arguments (client, path, kwargs) before it is sent.
+    prepare: Callable[[Any, str, dict[str, Any]], dict[str, Any]] = unchanged
     # Why nothing on this client can be journaled in a run (anthropic's middleware), else None.
     refuse_client: Callable[[Any], str | None] = no_refusal
     # Why a generation call cannot run even inside a step or tool (one call hiding several
@@ -119,7 +119,7 @@ def guarded_call(
         if journaled:
             if blocking:
                 run.refuse_loop_thread()  # before anything is sent, in a step or tool too
-            kwargs = route.prepare(path, kwargs)
+            kwargs = route.prepare(client, path, kwargs)
         if run.scope.within != "run":
             # In a step or tool the unit's result is durable: generation calls are metered by
             # the transport, everything else passes through.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,11 +30,20 @@ class RateCall:
     streamed: bool  # a stream is charged its estimate: its usage is not reported back
 
     @staticmethod
-    def of(client: Any, key: str, kwargs: dict[str, Any], streamed: bool) -> RateCall | None:
+    def of(
+        client: Any,
+        key: str,
+        kwargs: dict[str, Any],
+        streamed: bool,
+        meta: Mapping[str, Any] | None = None,
+    ) -> RateCall | None:
+        """`meta` names the call's model as a request's `Canonical.meta` does (for the bounds
+        its images are counted at); without it the arguments' own `model` is read."""
         rate: LLMRate | None = getattr(client, "_pyrula_rate", None)
         if rate is None:
             return None
-        size = billable_request_bytes(json.dumps(kwargs, default=str).encode(), f"{key}.")
+        body = json.dumps(kwargs, default=str).encode()
+        size = billable_request_bytes(body, f"{key}.", meta)
         return RateCall(rate, key, estimate_tokens(size, kwargs), streamed)
 
     def settle(self, slot: Slot | None, result: Any) -> None:

@@ -29,6 +29,11 @@ from pyrula.runtime.calls import (
 C = TypeVar("C", bound=type)
 
 
+def never(client: Any) -> bool:
+    """The default `model_alias`: a client's `model` names the model."""
+    return False
+
+
 @dataclass(frozen=True)
 class Provider:
     """What the shared machinery needs to know of one SDK."""
@@ -39,11 +44,13 @@ class Provider:
     instructor_call: tuple[str, ...]
     instructor_order: str
     # Adjusts a journaled call's arguments before it is sent (OpenAI asks streams for usage).
-    prepare: Callable[[str, dict[str, Any]], dict[str, Any]] = unchanged
+    prepare: Callable[[Any, str, dict[str, Any]], dict[str, Any]] = unchanged
     # Why a client cannot journal in a run at all (anthropic's middleware), else None.
     refuse_client: Callable[[Any], str | None] = no_refusal
     # SDK clients built on a converted one that the drop-in does not convert (yet), by name.
     not_converted: tuple[str, ...] = ()
+    # Whether a client's `model` is an alias that names no model (an Azure deployment).
+    model_alias: Callable[[Any], bool] = never
     drop_ins: list[tuple[type, type]] = field(default_factory=list)
 
     @property
@@ -106,10 +113,19 @@ def _limited(
     """A journaled surface's call: framed as one call, inside a `rate_limit=` slot when set."""
     provider: Provider = client._pyrula_provider
     manager = path.endswith(".stream")
-    rate = RateCall.of(client, provider.name, kwargs, manager or kwargs.get("stream") is True)
+    streamed = manager or kwargs.get("stream") is True
+    rate = RateCall.of(client, provider.name, kwargs, streamed, _request_meta(client, kwargs))
     blocking = not isinstance(client, provider.sdk._base_client.AsyncAPIClient)
     outcomes = StainlessOutcomes(client, provider.sdk)
     return framed(fn, args, kwargs, outcomes, manager=manager, blocking=blocking, rate=rate)
+
+
+def _request_meta(client: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The call's model as a request's meta names it (`pyrula.runtime.pricing.deployment`)."""
+    model = kwargs.get("model")
+    if client._pyrula_provider.model_alias(client):
+        return {"model": model, "deployment": model}
+    return {"model": model}
 
 
 def _is_resource(value: Any, sdk: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import openai
+from openai.lib.azure import BaseAzureClient
 
 from pyrula.agents.compat._openai_surfaces import OPENAI
 from pyrula.agents.compat._registry import journaled, register
@@ -27,10 +28,15 @@ __all__ = [
 _STREAMED_CHAT = ("chat.completions.create", "chat.completions.stream")
 
 
-def _with_usage(path: str, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """Inside an `@agent`, a streamed chat call asks for the usage chunk, so the meter sees it
-    (the transport then journals the stream once that chunk has arrived)."""
-    if not current_run().is_agent or path not in _STREAMED_CHAT:
+def _is_azure(client: Any) -> bool:
+    return isinstance(client, BaseAzureClient)
+
+
+def _with_usage(client: Any, path: str, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Inside an `@agent`, and on an Azure client in any run (a `@workflow`, a step), a streamed
+    chat call asks for the usage chunk, so the meter sees it (the transport then journals the
+    stream once that chunk has arrived). A caller's own `include_usage` is kept."""
+    if path not in _STREAMED_CHAT or not (current_run().is_agent or _is_azure(client)):
         return kwargs
     if path.endswith(".create") and kwargs.get("stream") is not True:
         return kwargs
@@ -47,6 +53,7 @@ PROVIDER = Provider(
     instructor_call=("chat", "completions", "create"),
     instructor_order="`instructor.from_openai(journaled(client))`",
     prepare=_with_usage,
+    model_alias=_is_azure,
 )
 
 
