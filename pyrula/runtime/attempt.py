@@ -216,13 +216,12 @@ class Attempt:
                 facts.fold()
             self._refuse_if_fenced(facts)
 
-    def commit(self, write: Callable[[Txn], T]) -> T:
+    def commit(self, write: Callable[[Txn], T], *, also: tuple[str, ...] = ()) -> T:
         """Commit `write` (a write of this attempt, fenced by its own lease check) with the facts
-        it has logged, first, in one transaction."""
+        it has logged, first, in one transaction; `also` names other runs `write` writes to."""
+        scope = tuple(dict.fromkeys((self.run.id, *also)))
         with self.logged_facts() as put:
-            return self.journal.store.write(
-                lambda txn: (put(txn), write(txn))[1], scope=(self.run.id,)
-            )
+            return self.journal.store.write(lambda txn: (put(txn), write(txn))[1], scope=scope)
 
     @contextmanager
     def logged_facts(self) -> Iterator[Callable[[Txn], None]]:

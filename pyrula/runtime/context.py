@@ -11,11 +11,13 @@ from typing import Any, TypeVar
 
 from pyrula.errors import BudgetExceeded, DurableInvocationCancelled
 from pyrula.journal.async_store import acall
+from pyrula.journal.store import Txn
 from pyrula.runtime.attempt import Attempt, Park
 from pyrula.runtime.calls import current_run, enter_scope, in_scope
 from pyrula.runtime.failures import describe_error, rebuild_error
 from pyrula.runtime.positions import Scope
 from pyrula.runtime.records import to_json_value
+from pyrula.runtime.runstore import Event
 
 T = TypeVar("T")
 
@@ -229,15 +231,22 @@ class WorkflowContext:
         raise Park("signal", {"name": name})
 
     async def send_signal(self, run_id: str, name: str, payload: Any = None) -> None:
-        """Send a signal to another run, once (a replay does not send it again)."""
+        """Send a signal to another run, once: the signal and this run's `signal:sent` are one
+        commit, so neither a replay nor a crash between the two sends it again."""
         attempt = self._attempt
         position = attempt.next_position("send")
         await attempt.acheck_cancel()
         if attempt.facts.get(position) is not None:
             return
-        signal = {"name": name, "payload": to_json_value(payload)}
-        await acall(attempt.journal.store, attempt.journal.deliver, run_id, "signal", signal)
-        await attempt.awrite("signal:sent", {"position": position, "to": run_id, "name": name})
+        journal, signal = attempt.journal, {"name": name, "payload": to_json_value(payload)}
+        sent = {"position": position, "to": run_id, "name": name}
+        record = journal.fenced_append(self.run_id, attempt.lease, "signal:sent", sent, None)
+
+        def send(txn: Txn) -> Event:
+            journal.deliver_in(txn, run_id, "signal", signal)
+            return record(txn)
+
+        attempt.remember([await acall(journal.store, attempt.commit, send, also=(run_id,))])
 
     async def emit(self, kind: str, payload: dict[str, Any] | None = None) -> None:
         """A progress event in the run's journal (written once, not again on replay)."""

@@ -462,20 +462,22 @@ class RunStore(RunPurging, WithheldValues):
 
     def deliver(self, run_id: str, kind: str, payload: dict[str, Any]) -> Event:
         """Journal an outside fact for a run (an answer, a signal) and wake it if parked."""
+        return self.store.write(
+            lambda txn: self.deliver_in(txn, run_id, kind, payload), scope=(run_id,)
+        )
 
-        def write(txn: Txn) -> Event:
-            raw = txn.get(run_id.encode(), db=self._runs)
-            if raw is None:
-                raise RunNotFound(f"no run {run_id!r} in {self.store.location}")
-            run = RunRecord.from_json(json.loads(bytes(raw)))
-            event = self.append_in(txn, run_id, kind, payload)
-            if run.status == PARKED:
-                run.wake_at = time.time()
-                txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
-                txn.wake()  # answered: claimable again
-            return event
-
-        return self.store.write(write, scope=(run_id,))
+    def deliver_in(self, txn: Txn, run_id: str, kind: str, payload: dict[str, Any]) -> Event:
+        """`deliver` inside `txn` (a sending run's `signal:sent` goes in the same commit)."""
+        raw = txn.get(run_id.encode(), db=self._runs)
+        if raw is None:
+            raise RunNotFound(f"no run {run_id!r} in {self.store.location}")
+        run = RunRecord.from_json(json.loads(bytes(raw)))
+        event = self.append_in(txn, run_id, kind, payload)
+        if run.status == PARKED:
+            run.wake_at = time.time()
+            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
+            txn.wake()  # answered: claimable again
+        return event
 
 
 __all__ = [

@@ -10,3 +10,9 @@ from pyrula.workflows import WorkflowContext, workflow
 @workflow(name="only_in_other_app")
 async def only_in_other_app(ctx: WorkflowContext, order: dict[str, Any]) -> str:
     return await ctx.step("ship", lambda: f"shipped {order['order']}")
+
+
+@workflow(name="awaits_poke")
+async def awaits_poke(ctx: WorkflowContext) -> Any:
+    """Parks until another run sends it the signal `poke`, and returns what came with it."""
+    return await ctx.wait_signal("poke")

@@ -116,3 +116,22 @@ async def fast_steps(ctx: WorkflowContext, log_path: str, hang: str) -> int:
     for i in range(FAST_STEPS):
         total += await ctx.step(f"s{i}", _fast_effect, log_path, hang, i)
     return total
+
+
+# -- for the emit and signal tests: progress events and a signal around a step that waits -------
+
+
+@workflow(name="reports")
+async def reports(
+    ctx: WorkflowContext, log_path: str, gates: str, target: str, before: list, after: list
+) -> str:
+    """Each of `before` ("emit": a progress event; "send": signal `poke` to `target`), the
+    step `s0` held until the gate file `gates/0` exists, then each of `after`."""
+    for n, what in enumerate([*before, "step", *after]):
+        if what == "emit":
+            await ctx.emit("progress", {"n": n})
+        elif what == "send":
+            await ctx.send_signal(target, "poke", {"from": ctx.run_id, "n": n})
+        else:
+            await ctx.step("s0", _gated_effect, log_path, gates, 0)
+    return "reported"
