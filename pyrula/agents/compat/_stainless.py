@@ -34,6 +34,11 @@ def never(client: Any) -> bool:
     return False
 
 
+def nothing_moved(path: str) -> str | None:
+    """The default `moved_internal`: every journaled surface works on the installed SDK."""
+    return None
+
+
 @dataclass(frozen=True)
 class Provider:
     """What the shared machinery needs to know of one SDK."""
@@ -51,6 +56,8 @@ class Provider:
     not_converted: tuple[str, ...] = ()
     # Whether a client's `model` is an alias that names no model (an Azure deployment).
     model_alias: Callable[[Any], bool] = never
+    # Why a journaled surface (a helper) cannot journal on the installed SDK, else None.
+    moved_internal: Callable[[str], str | None] = nothing_moved
     drop_ins: list[tuple[type, type]] = field(default_factory=list)
 
     @property
@@ -89,6 +96,9 @@ def _journaled_http_client(provider: Provider, http_client: Any, *, is_async: bo
 
 
 def _refused_argument(provider: Provider, path: str, kwargs: dict[str, Any]) -> str | None:
+    moved = provider.moved_internal(path)
+    if moved is not None:
+        return moved
     table = provider.table
     for rule in table.refused_arguments:
         if path not in rule.surfaces or rule.argument not in kwargs:

@@ -12,6 +12,7 @@ from typing import Any
 import openai
 from openai.lib.azure import BaseAzureClient
 
+from pyrula.agents.compat._openai_helpers import moved_internal
 from pyrula.agents.compat._openai_surfaces import OPENAI
 from pyrula.agents.compat._registry import journaled, register
 from pyrula.agents.compat._stainless import Provider, drop_in
@@ -54,6 +55,7 @@ PROVIDER = Provider(
     instructor_order="`instructor.from_openai(journaled(client))`",
     prepare=_with_usage,
     model_alias=_is_azure,
+    moved_internal=moved_internal,
 )
 
 

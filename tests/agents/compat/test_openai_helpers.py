@@ -3,15 +3,20 @@ a reply the SDK's parser rejects replays as the same error."""
 
 from __future__ import annotations
 
+import asyncio
+import importlib
+import inspect
 import json
+import warnings
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 import openai
 import pydantic
 import pytest
+from openai.resources.responses import AsyncResponses
 
-from pyrula.agents import AgentContext, ReplayInputChanged, agent
+from pyrula.agents import AgentContext, ReplayInputChanged, UnjournaledSurface, agent
 from pyrula.runtime import resume
 from tests.agents.compat.support import (
     CHAT,
@@ -264,3 +269,87 @@ def test_an_uncaught_rejection_fails_the_run_and_a_resume_fails_it_the_same_way(
     assert handle.record.status == "failed" and handle.events()[-1].payload["error"] == first
     assert first["type"] == "ValidationError" and len(stub.seen) == 1
     assert validated == ["Pong.", "Pong."]
+
+
+# -- a helper whose SDK internals moved: refused in a run, the SDK's own outside one -----------
+
+# Each fakes an openai release that moved what the drop-in needs: the stream helpers' manager
+# (which holds the request until it is entered), or the parse helpers' `post_parser`.
+MOVED = {
+    "chat_stream": ("openai.lib.streaming.chat", "AsyncChatCompletionStreamManager", chat_stream),
+    "responses_stream": ("openai.lib.streaming.responses", "AsyncResponseStreamManager", responses_stream),  # noqa: E501
+    "chat_parse": ("openai._base_client", "make_request_options", chat_parse),
+    "responses_parse": ("openai._base_client", "make_request_options", responses_parse),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MOVED))
+def test_a_helper_whose_internals_moved_is_refused_in_a_run_naming_the_release(
+    case, monkeypatch
+):
+    module, name, form = MOVED[case]
+    # The SDK's helper keeps the reference it imported, so outside a run it still works.
+    monkeypatch.delattr(importlib.import_module(module), name)
+    stub = upstream()
+    caught: list[UnjournaledSurface] = []
+
+    @agent(name=f"compat_helper_moved_{case}")
+    async def body(ctx: AgentContext) -> None:
+        try:
+            await form(openai_dropin(stub))
+        except UnjournaledSurface as exc:
+            caught.append(exc)
+
+    handle = run_to_rest(body)
+    assert handle.record.status == "completed" and stub.seen == []  # nothing was sent
+    [exc] = caught
+    assert f"openai {openai.__version__}" in str(exc) and f"`{module}.{name}`" in str(exc)
+    assert ".create(...)` instead" in str(exc)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert asyncio.run(form(openai_dropin(stub)))  # outside a run: the SDK's own helper
+    assert len(stub.seen) == 1
+
+
+# -- responses.parse(parse_as=...) on openai 3.42 and later -----------------------------------
+
+_PARSE_AS = "parse_as" in inspect.signature(AsyncResponses.parse).parameters
+needs_parse_as = pytest.mark.skipif(not _PARSE_AS, reason="openai before 3.42 has no parse_as")
+
+
+@needs_parse_as
+def test_parse_as_parses_with_the_class_named_live_on_replay_and_outside_a_run():
+    stub = upstream()
+    seen: list[Any] = []
+
+    async def parsed(client: Any) -> Any:
+        reply = await client.responses.parse(**RESP, parse_as=Answer)
+        return type(reply.output_parsed), reply.output_parsed.answer
+
+    async def body(ctx: AgentContext) -> None:
+        seen.append(await parsed(openai_dropin(stub)))
+
+    park_and_resume(body, "compat_parse_as")
+    assert seen == [(Answer, "Pong."), (Answer, "Pong.")] and len(stub.seen) == 1
+    assert "text" not in stub.calls[0]  # parse_as parses; it sets no request schema
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert asyncio.run(parsed(openai_dropin(stub))) == (Answer, "Pong.")
+
+
+@needs_parse_as
+def test_a_configuration_update_without_parse_as_raises_the_sdks_type_error_unsent():
+    stub = upstream()
+    update = {"type": "configuration_update", "text": {"format": {**TEXT["format"], "name": "B"}}}
+    ask = {**RESP, "input": [{"role": "user", "content": "Ping?"}, update]}
+    raised: list[str] = []
+
+    async def body(ctx: AgentContext) -> None:
+        try:
+            await openai_dropin(stub).responses.parse(**ask, text_format=Answer)
+        except TypeError as exc:
+            raised.append(str(exc))
+
+    handle = park_and_resume(body, "compat_parse_as_missing")
+    assert stub.seen == [] and _llm_done(handle) == []  # nothing sent, nothing journaled
+    assert len(raised) == 2 and "parse_as" in raised[0]
