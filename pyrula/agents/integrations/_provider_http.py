@@ -4,19 +4,24 @@ reads them) and one model call writes one `llm:done`, whether or not the caller 
 the client on a Pyrula transport.
 
 `ChatOpenAI` keeps its openai client in `root_async_client`, `ChatAnthropic` its anthropic one in
-`_async_client`; both are Stainless-built SDKs, which share their error model.
+`_async_client`; both are Stainless-built SDKs, which share their error model. The caller's model
+and client are never changed: a journaled call goes through a copy of the model holding a copy
+of the client, whose HTTP client sends on a connection pool of the running event loop's own.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 import sys
+from types import ModuleType
 from typing import Any
 
 import httpx
 import httpx2
 
 from pyrula.agents.compat.stainless_outcomes import StainlessOutcomes
+from pyrula.agents.integrations._loop_pools import PerLoop, own_pool
 from pyrula.runtime.calls import ERROR_HEADERS, ReplayedFailure
 from pyrula.transport import AsyncHttpx2Transport, AsyncHttpxTransport
 
@@ -31,8 +36,9 @@ def _stainless(client: Any) -> bool:
     )
 
 
-def sdk_client_of(model: Any) -> Any | None:
-    """The async openai/anthropic client the chat model sends through, else None."""
+def sdk_client_of(model: Any) -> tuple[str, Any] | None:
+    """Where the chat model keeps the async openai/anthropic client it sends through, and that
+    client; else None."""
     for name in _CLIENT_ATTRIBUTES:
         declared = getattr(type(model), name, None)
         if name.startswith("_") and not isinstance(declared, functools.cached_property):
@@ -42,7 +48,7 @@ def sdk_client_of(model: Any) -> Any | None:
         except Exception:  # a client that cannot be built here (no key): not this route
             return None
         if client is not None and _stainless(client):
-            return client
+            return name, client
     return None
 
 
@@ -63,59 +69,70 @@ def _error_reply(lib: Any, request: Any, replayed: ReplayedFailure) -> Any:
     return lib.Response(record.status, headers=headers, content=replayed.body, request=request)
 
 
-class _HttpxFailureReplay(httpx.AsyncBaseTransport):
-    """Hands a journaled failure to the SDK inside its own call, as the live call got it, so
-    the chat model wraps it as it did live (langchain-openai's own error classes)."""
+class _Routed:
+    """The caller's transport, copied for the running event loop (`_loop_pools`), under the
+    journal; a journaled failure is handed to the SDK inside its own call, as the live call got
+    it, so the chat model wraps it as it did live (langchain-openai's own error classes)."""
 
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
+    _lib: ModuleType
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+    def __init__(self, transport: Any) -> None:
+        journal = AsyncHttpx2Transport if self._lib is httpx2 else AsyncHttpxTransport
+
+        def build() -> Any:
+            sent_through = own_pool(transport)
+            if isinstance(sent_through, _JOURNAL_TRANSPORTS):  # already journals: not twice
+                return sent_through
+            return journal(sent_through)
+
+        self._loops = PerLoop(build)
+
+    async def handle_async_request(self, request: Any) -> Any:
         try:
-            return await self.inner.handle_async_request(request)  # type: ignore[no-any-return]
+            return await self._loops.current().handle_async_request(request)
         except ReplayedFailure as replayed:
-            return _error_reply(httpx, request, replayed)  # type: ignore[no-any-return]
+            return _error_reply(self._lib, request, replayed)
 
     async def aclose(self) -> None:
-        await self.inner.aclose()
+        closing = self._loops.pop_current()
+        if closing is not None:
+            await closing.aclose()
 
 
-class _Httpx2FailureReplay(httpx2.AsyncBaseTransport):
-    """`_HttpxFailureReplay` for an httpx2 client."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        try:
-            return await self.inner.handle_async_request(request)  # type: ignore[no-any-return]
-        except ReplayedFailure as replayed:
-            return _error_reply(httpx2, request, replayed)  # type: ignore[no-any-return]
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+class _HttpxRouted(_Routed, httpx.AsyncBaseTransport):
+    _lib = httpx
 
 
-_WRAPPED = (_HttpxFailureReplay, _Httpx2FailureReplay)
+class _Httpx2Routed(_Routed, httpx2.AsyncBaseTransport):
+    _lib = httpx2
 
 
-def journal_transport(client: Any) -> None:
-    """Route the SDK client's HTTP client (and each transport it mounts) through the journal, in
-    place; a transport that already journals is not journaled twice."""
+def journaled_copy(client: Any) -> Any:
+    """A copy of the SDK client (its own `copy()`) whose HTTP client, a copy of the caller's,
+    sends each request through the journal on a connection pool of the running event loop's
+    own. `client` and its HTTP client are left as they are."""
     http = client._client
-    is_httpx2 = isinstance(http, httpx2.AsyncClient)
-    journal = AsyncHttpx2Transport if is_httpx2 else AsyncHttpxTransport
-    replay = _Httpx2FailureReplay if is_httpx2 else _HttpxFailureReplay
+    routed_cls = _Httpx2Routed if isinstance(http, httpx2.AsyncClient) else _HttpxRouted
+    routed = copy.copy(http)
+    routed._transport = routed_cls(http._transport)
+    routed._mounts = {
+        pattern: None if mounted is None else routed_cls(mounted)
+        for pattern, mounted in http._mounts.items()
+    }
+    return client.copy(http_client=routed)
 
-    def wrap(transport: Any) -> Any:
-        if transport is None or isinstance(transport, _WRAPPED):
-            return transport
-        if not isinstance(transport, _JOURNAL_TRANSPORTS):
-            transport = journal(transport)
-        return replay(transport)
 
-    http._transport = wrap(http._transport)
-    http._mounts = {pattern: wrap(mounted) for pattern, mounted in http._mounts.items()}
+def calling_through(model: Any, name: str, client: Any) -> Any:
+    """A shallow copy of the chat model that sends through `client` in place of the one it
+    keeps in `name` (`ChatOpenAI`'s `async_client`, its root client's chat completions, follows);
+    `model` is left as it is."""
+    copied = model.model_copy()
+    state = vars(copied)  # a field and a cached_property's value alike live there
+    kept = state.get(name)
+    state[name] = client
+    if name == "root_async_client" and state.get("async_client") is kept.chat.completions:
+        state["async_client"] = client.chat.completions
+    return copied
 
 
 def sdk_outcomes(client: Any) -> StainlessOutcomes:

@@ -27,7 +27,12 @@ from langchain_core.outputs import ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
 from pydantic import ConfigDict, PrivateAttr
 
-from pyrula.agents.integrations._provider_http import journal_transport, sdk_client_of, sdk_outcomes
+from pyrula.agents.integrations._provider_http import (
+    calling_through,
+    journaled_copy,
+    sdk_client_of,
+    sdk_outcomes,
+)
 from pyrula.agents.integrations._rebinding import rebound
 from pyrula.agents.integrations._result_journal import journaled_result, request_body
 from pyrula.errors import UnjournaledSurface
@@ -85,6 +90,8 @@ class DurableChatModel(BaseChatModel):  # type: ignore[misc]  # Any when langcha
     model_config = ConfigDict(arbitrary_types_allowed=True)
 
     inner: BaseChatModel
+    # Where `inner` keeps its SDK client, and the journaled copy of that client a run calls.
+    _client_attribute: str = PrivateAttr(default="")
     _sdk_client: Any = PrivateAttr(default=None)
 
     @property
@@ -119,18 +126,14 @@ class DurableChatModel(BaseChatModel):  # type: ignore[misc]  # Any when langcha
     ) -> ChatResult:
         run = current_run()
 
-        async def produce() -> ChatResult:
-            if _streams(self.inner, kwargs):
+        async def produce(model: BaseChatModel = self.inner) -> ChatResult:
+            if _streams(model, kwargs):
                 # LangChain would stream this model (`streaming=True`): its `_agenerate` then
                 # expects to be bypassed, so gather its own stream into one result.
-                options = _with_usage(self.inner, kwargs) if _journaling(run) else kwargs
-                chunks = self.inner._astream(
-                    messages, stop=stop, run_manager=run_manager, **options
-                )
+                options = _with_usage(model, kwargs) if _journaling(run) else kwargs
+                chunks = model._astream(messages, stop=stop, run_manager=run_manager, **options)
                 return await agenerate_from_stream(chunks)
-            return await self.inner._agenerate(
-                messages, stop=stop, run_manager=run_manager, **kwargs
-            )
+            return await model._agenerate(messages, stop=stop, run_manager=run_manager, **kwargs)
 
         if not _journaling(run) or run.attempt is None:
             return await produce()
@@ -138,9 +141,11 @@ class DurableChatModel(BaseChatModel):  # type: ignore[misc]  # Any when langcha
             await run.attempt.acheck_cancel()  # a cancel and pause boundary, journaled or replayed
             if self._sdk_client is not None:
                 # One call, one position, whatever the SDK retries; its error outcome replays
-                # as the SDK's own exception.
+                # as the SDK's own exception. The call goes through a copy of the model on the
+                # journaled client: the caller's model and client stay as they are.
+                journaled = calling_through(self.inner, self._client_attribute, self._sdk_client)
                 async with acall_frame(sdk_outcomes(self._sdk_client)):
-                    return await produce()
+                    return await produce(journaled)
             body = request_body(self.inner, messages, stop, kwargs)
             return await journaled_result(self.inner, body, produce)
         except Exception:
@@ -215,9 +220,10 @@ class DurableChatModel(BaseChatModel):  # type: ignore[misc]  # Any when langcha
 def durable_chat_model(model: BaseChatModel) -> DurableChatModel:
     """Wrap a LangChain chat model so its async calls are journaled inside a Pyrula run.
 
-    `ChatOpenAI` and `ChatAnthropic` are journaled at their SDK's HTTP client, which is put on
-    Pyrula's transport in place (a client already on it is used as it is): the journal then
-    holds the provider's own request and reply. Any other chat model's `ChatResult` is
+    `ChatOpenAI` and `ChatAnthropic` are journaled at their SDK's HTTP client: a run's calls go
+    through a copy of the client on Pyrula's transport (a client already on it is not journaled
+    twice), with a connection pool of each event loop's own, so the journal holds the provider's
+    own request and reply. `model` itself is not changed. Any other chat model's `ChatResult` is
     journaled instead. Do not wrap the result in `with_fallbacks` or `with_retry` (a fallback
     would call a model live during a replay); put LangGraph's `RetryPolicy` on the node.
     """
@@ -230,10 +236,10 @@ def durable_chat_model(model: BaseChatModel) -> DurableChatModel:
             "`bind_tools` / `with_structured_output` on what durable_chat_model returns"
         )
     wrapper = DurableChatModel(inner=model)
-    client = sdk_client_of(model)
-    if client is not None:
-        journal_transport(client)
-        wrapper._sdk_client = client
+    found = sdk_client_of(model)
+    if found is not None:
+        wrapper._client_attribute, client = found
+        wrapper._sdk_client = journaled_copy(client)
     return wrapper
 
 

@@ -12,6 +12,7 @@ import openai
 import pytest
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
+from langchain_openai import ChatOpenAI
 from pydantic import BaseModel
 
 from pyrula.agents import (
@@ -22,8 +23,8 @@ from pyrula.agents import (
     agent,
 )
 from pyrula.agents.integrations import DurableChatModel, durable_chat_model
-from pyrula.runtime import answer, cancel
-from tests.agents.integrations.langchain_support import chat_openai, chat_upstream
+from pyrula.runtime import Worker, answer, cancel, submit
+from tests.agents.integrations.langchain_support import chat_openai, chat_upstream, reply_for
 from tests.fakes.anthropic_api import upstream as anthropic_upstream
 from tests.fakes.openai_api import chat_sse
 from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply, sse_reply
@@ -292,3 +293,38 @@ def test_a_retried_provider_error_replays_once_without_the_sdk_retrying_it():
     assert len(raised) == 2 and raised[0] == raised[1]
     assert len(upstream.calls) == 2  # the live call and its one retry; nothing on replay
     assert len(_llm_done(handle)) == 1
+
+
+def test_a_run_resumed_by_a_second_asyncio_run_calls_chat_openai_on_that_loop():
+    """Issue 40: one worker loop parks the run, a second `asyncio.run` in the same process
+    resumes it and calls the model again, through langchain-openai's default (process-wide,
+    pooled) httpx client, over a real socket; the caller's `ChatOpenAI` is left as it was."""
+    with Server(serving(reply_for)) as server:
+        user = ChatOpenAI(
+            model="gpt-4o-mini", api_key="sk-unused", base_url=f"{server.url}/v1", max_retries=0
+        )  # type: ignore[arg-type]
+        http = user.root_async_client._client
+        before = (user.root_async_client, user.async_client, http, http._transport, http._mounts)
+        model = durable_chat_model(user)
+
+        @agent(name="lc_two_loops")
+        async def body(ctx: AgentContext) -> Any:
+            first = (await model.ainvoke("one?")).content
+            await ctx.interrupt("go on?")
+            return [first, (await model.ainvoke("two?")).content]
+
+        store = new_store()
+        handle = submit(body, store=store)
+        asyncio.run(Worker(store).run(until_idle=True))
+        assert handle.record.status == "parked", handle.events()[-1].payload
+        answer(handle.id, "yes", store=store)
+        asyncio.run(Worker(store).run(until_idle=True))
+        assert handle.record.status == "completed", handle.events()[-1].payload
+        assert handle.record.result == ["answer to one?", "answer to two?"]
+        # "one?" once, replayed on the resumed attempt; "two?" sent from the second loop.
+        assert [seen.json()["messages"][-1]["content"] for seen in server.seen] == ["one?", "two?"]
+    assert len(_llm_done(handle)) == 2
+    http_after = user.root_async_client._client
+    after = (user.root_async_client, user.async_client, http_after, http_after._transport)
+    assert all(a is b for a, b in zip(after, before, strict=False))
+    assert http_after._mounts == before[4]
