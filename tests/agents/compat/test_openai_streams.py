@@ -295,3 +295,46 @@ def test_with_n_above_one_a_stream_is_journaled_once_every_choice_finished(stop_
     assert len(stub.calls) == (1 if stop_after == 2 else 2)
     positions = [d["position"] for d in _llm_done(handle)]
     assert positions == (["main/llm0"] if stop_after == 2 else [None, None])
+
+
+# -- the stream object: the SDK's own, with a rebuilt response on replay ------------------------
+
+
+def test_a_stream_is_the_sdks_own_and_a_replay_shows_no_live_request_id():
+    import openai
+
+    from tests.fakes.openai_api import chat_sse, response_sse
+    from tests.fakes.provider import OPENAI_LIB, Upstream
+
+    def reply(request: Any) -> Any:
+        frames = chat_sse("Pong .") if "chat" in request.url.path else response_sse()
+        headers = {"content-type": "text/event-stream", "x-request-id": "req_live_1"}
+        return 200, headers, frames
+
+    stub = Upstream(OPENAI_LIB, reply)
+    seen: list[Any] = []
+
+    async def body(ctx: AgentContext) -> None:
+        client = openai_dropin(stub)
+        chat = await client.chat.completions.create(**CHAT, stream=True)
+        responses = await client.responses.create(model="gpt-6-luna", input="Ping?", stream=True)
+        for stream in (chat, responses):
+            read = [item.model_dump() async for item in stream]
+            response = stream.response
+            seen.append(
+                (
+                    isinstance(stream, openai.AsyncStream),
+                    response.status_code,
+                    response.headers.get("content-type"),
+                    response.headers.get("x-request-id"),
+                    read,
+                )
+            )
+
+    park_and_resume(body, "compat_stream_object")
+    assert len(stub.calls) == 2  # the resumed attempt read both streams from the journal
+    live, replayed = seen[:2], seen[2:]
+    for first, second in zip(live, replayed, strict=True):
+        assert first[:3] == second[:3] == (True, 200, "text/event-stream")
+        assert first[3] == "req_live_1" and second[3] is None  # no id of a request not sent
+        assert first[4] == second[4] and first[4]
