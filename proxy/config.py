@@ -90,6 +90,8 @@ class ProxyConfig:
     limits: Limits = field(default_factory=Limits)
     # A replayed stream keeps its recorded frames; `recorded` also keeps the pace they came at.
     replay_timing: str = "fast"
+    # The start-up banner lists every route with its URL, not only those given (`--verbose`).
+    verbose: bool = False
 
     def __post_init__(self) -> None:
         if not is_url(self.store):

@@ -93,8 +93,7 @@ def log_exchange(outcome: Outcome) -> None:
 
 
 def banner(config: ProxyConfig, url: str, routes: RouteTable) -> str:
-    rows = routes.describe()
-    width = max((len(prefix) for prefix, _ in rows), default=0)
+    first, *more = route_lines(config, url, routes)
     lines = [
         f"pyrula proxy listening on {url}",
         f"  mode      {config.mode}: {MODE_HELP[config.mode]}",
@@ -102,10 +101,8 @@ def banner(config: ProxyConfig, url: str, routes: RouteTable) -> str:
     ]
     if config.journaled:
         lines.append(f"  cassette  {config.cassette} (per request: x-pyrula-cassette header)")
-    lines.append(
-        "  routes    " + (f"{url}{rows[0][0]:<{width}} -> {rows[0][1]}" if rows else "none")
-    )
-    lines += [f"            {url}{prefix:<{width}} -> {target}" for prefix, target in rows[1:]]
+    lines.append(f"  routes    {first}")
+    lines += [f"            {line}" for line in more]
     if config.token:
         lines.append("  auth      bearer token required (Proxy-Authorization or X-Pyrula-Token)")
     lines.append(
@@ -113,3 +110,17 @@ def banner(config: ProxyConfig, url: str, routes: RouteTable) -> str:
     )
     return "\n".join(lines)
 
+
+def route_lines(config: ProxyConfig, url: str, routes: RouteTable) -> list[str]:
+    """The banner's routes: one line each for those given (`--route`, `--upstream`), then one
+    line naming the built-in ones; with `--verbose`, every route with its upstream URL."""
+    rows = routes.describe()
+    given = {f"/{route.name}/" for route in config.routes} | {"/*"}
+    listed = rows if config.verbose else [row for row in rows if row[0] in given]
+    rest = [row[0].strip("/") for row in rows if row not in listed]
+    width = max((len(prefix) for prefix, _ in listed), default=0)
+    lines = [f"{url}{prefix:<{width}} -> {target}" for prefix, target in listed]
+    if rest:
+        also = "built in: " if lines else ""
+        lines.append(f"{also}{url}/<name>/ for {', '.join(rest)} (--verbose: their upstreams)")
+    return lines or ["none"]

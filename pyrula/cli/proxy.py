@@ -10,8 +10,11 @@ from typing import Annotated
 
 import typer
 
+from pyrula.cli._options import HostOption, PortOption, listen_at
 from pyrula.errors import PyrulaError
 from pyrula.journal.store import default_path
+
+_DEFAULT_LISTEN = "127.0.0.1:8787"
 
 
 class ProxyMode(StrEnum):
@@ -41,8 +44,16 @@ def proxy(
         ),
     ] = ProxyMode.replay,
     listen: Annotated[
-        str, typer.Option("--listen", help="HOST:PORT to listen on (port 0: any free port).")
-    ] = "127.0.0.1:8787",
+        str | None,
+        typer.Option(
+            "--listen",
+            metavar="HOST:PORT",
+            show_default=False,
+            help="Where to listen (default 127.0.0.1:8787; port 0: any free port).",
+        ),
+    ] = None,
+    host: HostOption = None,
+    port: PortOption = None,
     upstream: Annotated[
         str | None,
         typer.Option(
@@ -139,6 +150,14 @@ def proxy(
     quiet: Annotated[
         bool, typer.Option("--quiet", "-q", help="No line per exchange (warnings still show).")
     ] = False,
+    verbose: Annotated[
+        bool,
+        typer.Option(
+            "--verbose",
+            "-v",
+            help="At start, list every route with its upstream URL, not only the ones given.",
+        ),
+    ] = False,
     replay_timing: Annotated[
         str,
         typer.Option(
@@ -159,7 +178,7 @@ def proxy(
 
     _configure_logging(quiet)
     try:
-        host, port = parse_listen(listen)
+        host, port = listen_at(listen, host, port, default=_DEFAULT_LISTEN, parse=parse_listen)
         config = ProxyConfig(
             store=store if store is not None else default_path(),
             mode=mode.value,  # type: ignore[arg-type]
@@ -181,6 +200,7 @@ def proxy(
                 max_buffered_bytes=max_buffered_bytes,
             ),
             replay_timing=replay_timing,
+            verbose=verbose,
         )
         anyio.run(run, config)
     except PyrulaError as exc:

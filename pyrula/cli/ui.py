@@ -8,10 +8,12 @@ from typing import Annotated
 
 import typer
 
+from pyrula.cli._options import HostOption, PortOption, listen_at
 from pyrula.cli._reporting import reported as _reported
 from pyrula.errors import UIConfigError
 
 _NEEDED = ("starlette", "uvicorn", "jinja2", "multipart")
+_DEFAULT_LISTEN = "127.0.0.1:8788"
 
 
 def ui(
@@ -20,9 +22,16 @@ def ui(
         typer.Option("--store", envvar="PYRULA_STORE", help="Store folder (default: ./.pyrula)."),
     ] = None,
     listen: Annotated[
-        str,
-        typer.Option("--listen", metavar="HOST:PORT", help="Where to listen (loopback default)."),
-    ] = "127.0.0.1:8788",
+        str | None,
+        typer.Option(
+            "--listen",
+            metavar="HOST:PORT",
+            show_default=False,
+            help="Where to listen (default 127.0.0.1:8788; off loopback needs --token).",
+        ),
+    ] = None,
+    host: HostOption = None,
+    port: PortOption = None,
     token: Annotated[
         str | None,
         typer.Option(
@@ -36,7 +45,7 @@ def ui(
     """Look at recorded exchanges and runs in a browser: list, filter, diff, run timelines (live),
     and the runs' actions as buttons.
 
-    Example: pyrula ui --store ./.pyrula --open
+    Example: pyrula ui --store ./.pyrula --port 18900 --open
     """
     with _reported(False):
         missing = [name for name in _NEEDED if importlib.util.find_spec(name) is None]
@@ -47,6 +56,6 @@ def ui(
             )
         from pyrula.ui.serve import UIConfig, parse_listen, serve
 
-        host, port = parse_listen(listen)
-        config = UIConfig(store, host, port, token)
+        address = listen_at(listen, host, port, default=_DEFAULT_LISTEN, parse=parse_listen)
+        config = UIConfig(store, *address, token)
         serve(config, open_browser=open_browser)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 
+import httpx
+import pytest
 from typer.testing import CliRunner
 
 from pyrula.cli.app import app
+from pyrula.journal.store import Store
+from tests.fakes.clock import wait_until
 
 
 def test_version_prints_the_installed_version():
@@ -61,12 +66,45 @@ def test_worker_refuses_a_store_path_that_does_not_exist(tmp_path):
     assert (missing / "data.mdb").exists()
 
 
-def test_ui_refuses_an_address_off_loopback_without_a_token():
-    result = CliRunner().invoke(
-        app, ["ui", "--listen", "0.0.0.0:8788"], env={"PYRULA_UI_TOKEN": None}
-    )
+@pytest.mark.parametrize(
+    "where",
+    [
+        ["--listen", "0.0.0.0:8788"],
+        ["--host", "0.0.0.0"],
+        ["--listen", "0.0.0.0:1", "--host", "0.0.0.0"],
+    ],
+)
+def test_ui_refuses_an_address_off_loopback_without_a_token(where):
+    result = CliRunner().invoke(app, ["ui", *where], env={"PYRULA_UI_TOKEN": None})
     assert result.exit_code == 1
     assert "--token" in result.output
+
+
+def test_ui_refuses_a_host_or_port_that_contradicts_listen():
+    clash = ["ui", "--listen", "127.0.0.1:8788", "--port", "18900"]
+    result = CliRunner().invoke(app, clash, env={"COLUMNS": "200"})
+    assert result.exit_code == 2
+    assert "--port 18900 and --listen 127.0.0.1:8788 name different addresses" in result.output
+    assert "--listen HOST:PORT, or --host HOST --port PORT" in result.output
+
+
+def test_ui_listens_on_the_port_given_with_port(tmp_path):
+    Store(tmp_path / "s").close()
+    out = tmp_path / "out.txt"
+    command = [sys.executable, "-m", "pyrula.cli.app", "ui", "--store", str(tmp_path / "s")]
+    with out.open("w") as stdout:
+        page = subprocess.Popen(
+            [*command, "--host", "127.0.0.1", "--port", "0"], stdout=stdout, stderr=stdout
+        )
+    try:
+        wait_until(lambda: "pyrula ui:" in out.read_text(), "the page to listen")
+        address = re.search(r"pyrula ui: (http://127\.0\.0\.1:(\d+)/)", out.read_text())
+        assert address is not None, out.read_text()
+        assert address.group(2) != "8788"  # --port 0: a port the system chose, not the default
+        assert httpx.get(address.group(1), timeout=30, follow_redirects=True).status_code == 200
+    finally:
+        page.terminate()
+        page.wait(30)
 
 
 def test_the_demo_refuses_a_postgresql_store_and_names_what_to_use(tmp_path):

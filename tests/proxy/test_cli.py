@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.fakes.clock import wait_until
 from tests.fakes.openai_api import SSE_HEADERS, chat_chunks
 from tests.fakes.server import Script, Server
 
@@ -50,9 +51,10 @@ class Proc:
 
 
 @contextmanager
-def pyrula_proxy(*args: str) -> Iterator[Proc]:
+def pyrula_proxy(*args: str, listen: str | None = "127.0.0.1:0") -> Iterator[Proc]:
+    where = ["--listen", listen] if listen is not None else []
     popen = subprocess.Popen(
-        [*PYRULA, "proxy", "--listen", "127.0.0.1:0", *args],
+        [*PYRULA, "proxy", *where, *args],
         stderr=subprocess.PIPE,
         stdout=subprocess.DEVNULL,
         text=True,
@@ -143,6 +145,62 @@ def test_sigint_after_the_grace_period_drops_the_unfinished_record(tmp_path):
         gate.set()
     assert journal_ls(store) == []
     assert "dropping their recordings" in proc.log
+
+
+def _banner_routes(proc: Proc) -> list[str]:
+    """The banner's routes: its `routes` line and the lines under it, up to `stop`."""
+    wait_until(lambda: any(line.startswith("  stop ") for line in proc.lines), "the banner")
+    start = next(i for i, line in enumerate(proc.lines) if line.startswith("  routes "))
+    end = next(i for i, line in enumerate(proc.lines) if line.startswith("  stop "))
+    return [line[12:] for line in proc.lines[start:end]]
+
+
+BUILT_IN = "openai, anthropic, gemini, mistral, groq, xai, deepseek, openrouter, together, ollama"
+
+
+def test_the_banner_lists_the_routes_given_and_names_the_built_in_ones_in_one_line():
+    given = ("--route", "vllm=http://gpu-box:8000")
+    with pyrula_proxy("--mode", "passthrough", *given) as proc:
+        assert _banner_routes(proc) == [
+            f"{proc.url}/vllm/ -> http://gpu-box:8000",
+            f"built in: {proc.url}/<name>/ for {BUILT_IN} (--verbose: their upstreams)",
+        ]
+    with pyrula_proxy("--mode", "passthrough") as proc:
+        assert _banner_routes(proc) == [
+            f"{proc.url}/<name>/ for {BUILT_IN}, vllm (--verbose: their upstreams)"
+        ]
+
+
+def test_the_banner_lists_every_route_with_verbose():
+    with pyrula_proxy("--mode", "passthrough", "--route", "vllm=http://gpu-box:8000", "-v") as p:
+        routes = _banner_routes(p)
+    assert len(routes) == 11
+    assert routes[0] == f"{p.url}/openai/     -> https://api.openai.com"
+    assert routes[-1] == f"{p.url}/vllm/       -> http://gpu-box:8000"
+
+
+def test_the_banner_lists_an_upstream_and_its_routes_and_no_built_in_one():
+    upstream = ("--upstream", "http://localhost:11434", "--route", "x=http://a.example")
+    with pyrula_proxy("--mode", "passthrough", *upstream) as proc:
+        assert _banner_routes(proc) == [
+            f"{proc.url}/x/ -> http://a.example",
+            f"{proc.url}/*  -> http://localhost:11434",
+        ]
+
+
+def test_host_and_port_say_where_to_listen_as_listen_does():
+    where = ("--host", "127.0.0.1", "--port", "0")
+    with pyrula_proxy("--mode", "passthrough", *where, listen=None) as proc:
+        assert proc.url.startswith("http://127.0.0.1:") and not proc.url.endswith(":8787")
+    clash = subprocess.run(
+        [*PYRULA, "proxy", "--mode", "passthrough", "--listen", "127.0.0.1:8787", "--port", "9"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "200"},
+    )
+    assert clash.returncode == 2
+    assert "--port 9 and --listen 127.0.0.1:8787 name different addresses" in clash.stderr
 
 
 def test_a_public_address_without_a_token_is_refused_with_the_fix(tmp_path):
