@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, ParamSpec, TypeVar, get_args, overload
@@ -99,6 +100,12 @@ def lookup(name: str) -> Definition[..., Any]:
 # Whether a call needs a reviewer: always, never, or decided per call from its arguments.
 Approval = bool | Callable[..., bool]
 
+_WRITES_DEPRECATED = (
+    "@tool(writes=...) has no effect and will be removed in a later release; delete the "
+    "argument (a @tool's result is journaled whatever it writes: put each side effect that must "
+    "not run twice in the tool or a ctx.step)"
+)
+
 
 @dataclass(frozen=True)
 class ToolDefinition(Generic[P, R]):
@@ -111,13 +118,18 @@ class ToolDefinition(Generic[P, R]):
     fn: Callable[..., Any]
     read_only: bool = False
     requires_approval: Approval = False
-    writes: tuple[str, ...] = ()
     max_calls: int | None = None
     context: str | None = None
 
     @property
     def wants_context(self) -> bool:
         return self.context is not None
+
+    @property
+    def writes(self) -> tuple[str, ...]:
+        """Deprecated: always `()`. `@tool(writes=...)` never had an effect (see `tool`)."""
+        warnings.warn(_WRITES_DEPRECATED, DeprecationWarning, stacklevel=2)
+        return ()
 
     def needs_approval(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
         """Whether this call waits for a reviewer: a predicate decides from the call's own
@@ -141,7 +153,7 @@ def tool(
     name: str | None = None,
     read_only: bool = False,
     requires_approval: Approval = False,
-    writes: tuple[str, ...] | list[str] = (),
+    writes: tuple[str, ...] | list[str] | None = None,
     max_calls: int | None = None,
 ) -> Callable[[Callable[..., R]], ToolDefinition[..., R]]: ...
 def tool(
@@ -151,15 +163,18 @@ def tool(
     name: str | None = None,
     read_only: bool = False,
     requires_approval: Approval = False,
-    writes: tuple[str, ...] | list[str] = (),
+    writes: tuple[str, ...] | list[str] | None = None,
     max_calls: int | None = None,
 ) -> Any:
-    """Make a function a durable tool (`read_only`, `requires_approval`, `writes`, `max_calls`).
+    """Make a function a durable tool (`read_only`, `requires_approval`, `max_calls`).
 
     A first parameter annotated `ToolContext` receives one (with the call's stable
     `idempotency_key`); one annotated `WorkflowContext` or `AgentContext` receives the run's
     context; any other first parameter is an ordinary argument. `requires_approval` is `True`
-    (every call parks for a reviewer) or a predicate over the call's arguments."""
+    (every call parks for a reviewer) or a predicate over the call's arguments. `writes` is
+    deprecated: it was stored and never read, and passing it only warns."""
+    if writes is not None:
+        warnings.warn(_WRITES_DEPRECATED, DeprecationWarning, stacklevel=2)
 
     def build(f: Callable[..., Any]) -> ToolDefinition[..., Any]:
         definition: ToolDefinition[..., Any] = ToolDefinition(
@@ -167,7 +182,6 @@ def tool(
             f,
             read_only,
             requires_approval,
-            tuple(writes),
             max_calls,
             context_wanted(f),
         )

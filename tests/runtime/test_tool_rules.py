@@ -129,3 +129,34 @@ def test_an_optional_context_annotation_still_asks_for_the_context():
         return text
 
     assert [context_wanted(f) for f in (optional, quoted, other)] == ["tool", "tool", None]
+
+
+def test_writes_is_deprecated_and_changes_nothing_about_the_tool():
+    """`@tool(writes=...)` was stored and never read: it now warns, naming the fix, and the tool
+    it builds journals and replays like any other."""
+    with pytest.warns(DeprecationWarning, match=r"writes=.*has no effect.*delete the argument"):
+
+        @tool(writes=["orders"])
+        def ship(order: str) -> str:
+            SHIPPED.append(order)
+            return f"shipped {order}"
+
+    with pytest.warns(DeprecationWarning, match="has no effect"):
+        assert ship.writes == ()
+
+    @workflow(name="ships_twice_asked")
+    async def ships(ctx: WorkflowContext) -> str:
+        shipped = await ship("o-1")
+        await ctx.interrupt("done?")
+        return shipped
+
+    SHIPPED.clear()
+    store = new_store()
+    handle = run_to_rest(ships, store=store)
+    answer(handle.id, "yes", store=store)
+    drive(store)
+    assert (handle.record.status, handle.record.result) == ("completed", "shipped o-1")
+    assert SHIPPED == ["o-1"]  # journaled once, replayed on the resume
+
+
+SHIPPED: list[str] = []

@@ -16,8 +16,8 @@ journaled unit of the current Pyrula run (`_pydantic_ai_units`). Outside a run (
 Streaming is partial by design: a streamed request is one journaled call, so the run's
 `event_stream_handler` receives the response's events (no deltas) once the call has completed,
 and again, rebuilt from the record, on a replay. A toolset passed to `agent.run(toolsets=...)`
-is refused inside a run. `requires_approval`, `writes=` and per-tool limits belong to Pyrula's
-`@tool` and do not apply to Pydantic AI tools. Below the `io` capture level the units' results
+is refused inside a run. `requires_approval` and per-tool limits belong to Pyrula's `@tool`
+and do not apply to Pydantic AI tools. Below the `io` capture level the units' results
 (model responses, tool returns) and their failures' messages stay out of the run's events, kept
 apart for the replay, as for any step. See docs/pydantic-ai.md.
 """
