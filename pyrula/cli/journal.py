@@ -172,7 +172,7 @@ def export(
     damaged: list[Damage] = []
     with _reported(as_json), opened(store) as journal_store:
         exchanges = Exchanges(journal_store)
-        entries = select_readable(exchanges, Selection(prefix, surface), damaged)
+        entries = select_readable(exchanges, Selection(prefix, surface, copies=True), damaged)
         loaded = load_readable(exchanges, entries, damaged)
         if output is None:
             _write(sys.stdout, fmt, loaded)
@@ -291,7 +291,7 @@ def prune(
             )
     with _reported(as_json), opened(store) as journal_store:
         exchanges = Exchanges(journal_store)
-        entries = _sorted(select(exchanges, Selection(prefix, surface, older_than)))
+        entries = _sorted(select(exchanges, Selection(prefix, surface, older_than, copies=True)))
         report: dict[str, Any] = {
             "matched": len(entries),
             "deleted": 0,

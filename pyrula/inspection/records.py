@@ -13,7 +13,7 @@ import lmdb
 
 from pyrula.errors import AmbiguousRecord, StoreCorrupt, UnknownRecord
 from pyrula.journal.check import Damage, readable
-from pyrula.journal.exchanges import ExchangeRecord, Exchanges
+from pyrula.journal.exchanges import ExchangeRecord, Exchanges, copied_from
 from pyrula.journal.keys import CASSETTE_PREFIX, run_prefix, split_key
 from pyrula.journal.store import Store
 
@@ -63,6 +63,9 @@ class Selection:
     surface: str | None = None
     older_than_days: float | None = None
     run: str | None = None  # the model calls journaled by this run
+    # A forked run's copies of the exchanges it replays (`Exchanges.copy`) are the same
+    # exchanges again: listed only for that run (`run`), or when acting on every key.
+    copies: bool = False
 
     def key_prefix(self) -> bytes:
         if self.run is not None:
@@ -70,6 +73,8 @@ class Selection:
         return CASSETTE_PREFIX + self.prefix.encode() if self.prefix else b""
 
     def matches(self, record: ExchangeRecord, now: float) -> bool:
+        if not (self.copies or self.run is not None) and copied_from(record) is not None:
+            return False
         if self.surface is not None and record.surface != self.surface:
             return False
         if self.older_than_days is not None:
@@ -78,7 +83,7 @@ class Selection:
 
 
 def select(exchanges: Exchanges, selection: Selection = Selection()) -> list[Entry]:
-    """The matching exchanges, in key order (cassette by cassette)."""
+    """The matching exchanges, in key order (cassette by cassette), each once."""
     now = time.time()
     with _damage_reported():
         return [

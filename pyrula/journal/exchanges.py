@@ -38,6 +38,8 @@ from pyrula.journal.store import Store, Txn
 
 PAGE_BYTES = 64 * 1024
 _U32 = struct.Struct(">I")
+# `extra` of a forked run's copy of an exchange: the key (hex) the exchange was recorded under.
+COPIED_FROM = "copied_from"
 
 
 # Not frozen: one is made per recording, and a frozen dataclass sets each field through
@@ -343,13 +345,19 @@ class Exchanges:
 
     def copy(self, key: bytes, to: bytes) -> bool:
         """Make the record under `key` answer under `to` as well (a forked run's calls); return
-        whether there was one. Both keys share the record's id and its frame pages."""
+        whether there was one. Both keys share the record's id and its frame pages; the one
+        under `to` says so (`copied_from`: the key the exchange was recorded under), so a
+        listing shows the exchange once and deleting the copy leaves the pages to the record."""
 
         def write(txn: Txn) -> bool:
             value = txn.get(key, db=self._db)
-            if value is not None:
-                txn.put(to, value, db=self._db)
-            return value is not None
+            if value is None:
+                return False
+            record, first_page = _decode(value, key)
+            origin = copied_from(record) or key
+            marked = record._replace(extra={**record.extra, COPIED_FROM: origin.hex()})
+            txn.put(to, encode(marked, first_page), db=self._db)
+            return True
 
         return self.store.write(write)
 
@@ -370,8 +378,9 @@ class Exchanges:
             txn.put(page_key, page, db=self._frames)
 
     def _delete_pages(self, txn: Txn, record: ExchangeRecord | None) -> None:
-        """Delete a record's frame pages (none known when the record is damaged)."""
-        if record is None:
+        """Delete a record's frame pages (none known when the record is damaged; none for a
+        copy, whose pages are its original's)."""
+        if record is None or copied_from(record) is not None:
             return
         for page in range(1, record.pages):
             txn.delete(_page_key(record.id, page), db=self._frames)
@@ -434,6 +443,18 @@ class Exchanges:
         return self.store.write(sweep)
 
 
+def copied_from(record: ExchangeRecord) -> bytes | None:
+    """The key of the exchange `record` is a copy of (`Exchanges.copy`), or None: recorded
+    under its own key."""
+    origin = record.extra.get(COPIED_FROM)
+    if not isinstance(origin, str):
+        return None
+    try:
+        return bytes.fromhex(origin)
+    except ValueError:
+        return None
+
+
 def decode_header(value: bytes | memoryview, key: bytes) -> ExchangeRecord:
     """The record header stored under `key`; `StoreCorrupt` naming the key when it is damaged."""
     return _decode(value, key)[0]
@@ -448,6 +469,7 @@ def _readable(value: bytes | memoryview) -> ExchangeRecord | None:
 
 
 __all__ = [
+    "COPIED_FROM",
     "PAGE_BYTES",
     "RECORD_FORMAT",
     "Exchange",
@@ -455,5 +477,6 @@ __all__ = [
     "Exchanges",
     "PreparedExchange",
     "StoredExchange",
+    "copied_from",
     "decode_header",
 ]

@@ -169,6 +169,33 @@ def test_demo_runs_again_into_the_same_store(tmp_path: Path) -> None:
     assert len(records) == 4
 
 
+def test_the_demo_run_twice_lists_each_exchange_once(tmp_path: Path) -> None:
+    store = tmp_path / ".pyrula"
+    runner = CliRunner()
+    for _ in range(2):
+        outcome = runner.invoke(app, ["demo", "--store", str(store)])
+        assert outcome.exit_code == 0, outcome.output
+
+    def journal(*args: str) -> Any:
+        listed = runner.invoke(app, ["journal", *args, "--store", str(store), "--json"])
+        assert listed.exit_code == 0, listed.output
+        return json.loads(listed.output)
+
+    ids = [row["id"] for row in journal("ls")]
+    # Per run: 4 cassette calls (re-recorded the second time), 5 durable, 2 native live.
+    assert len(ids) == len(set(ids)) == 4 + 2 * (5 + 2)
+    for record_id in ids:  # and each id names one exchange
+        assert journal("show", record_id[:12])["id"] == record_id
+    # The native agent's replay is a fork: it answers its two calls from the exchanges its
+    # source recorded, and lists them as its own model calls.
+    forks = [r for r in RunStore(open_store(store)).runs() if r.forked_from]
+    assert len(forks) == 2
+    for forked in forks:
+        source = forked.forked_from["run"] if forked.forked_from else ""
+        mine = [row["id"] for row in journal("ls", "--run", forked.id)]
+        assert len(mine) == 2 and mine == [row["id"] for row in journal("ls", "--run", source)]
+
+
 def test_journal_listing_falls_back_to_its_own_table(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
