@@ -47,6 +47,7 @@
         ├── RunAttemptEnded
         ├── DurableInvocationCancelled
         └── BudgetExceeded
+            └── LiveBudgetExceeded       a case's live budget: the call was not sent
 
 Why a `BaseException` branch: a `JournalRefusal` is raised from inside a transport, that is from
 inside the SDK's own send and retry loop. The SDKs catch `Exception` there and retry it (openai
@@ -221,6 +222,18 @@ class BudgetExceeded(JournalRefusal):
         self.limit = limit
         self.code = code
         super().__init__(message)
+
+
+class LiveBudgetExceeded(BudgetExceeded):
+    """A case (a test, an `AgentRunner` run, a `LiveBudget` block) would spend past its live
+    budget on a model call going out live; it was not sent. A replay spends nothing, so it is
+    never refused; `code` is `live_budget_exceeded` (`unpriced_model`: the budget cannot be held
+    because the model has no price)."""
+
+    def __init__(
+        self, message: str, *, limit: str = "live_budget_usd", code: str = "live_budget_exceeded"
+    ) -> None:
+        super().__init__(message, limit=limit, code=code)
 
 
 class StepFailed(PyrulaError):

@@ -29,6 +29,9 @@ from pyrula.journal.keys import namespace_prefix
 from pyrula.journal.store import Store, is_url, open_store
 from pyrula.pytest_failures import set_fixes, short_report
 
+# Each case's live budget and the summary of its live spend load with this plugin.
+pytest_plugins = ("pyrula.pytest_budget",)
+
 _STATE = pytest.StashKey["_PluginState"]()
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     )
     from pyrula.runtime.context import AgentContext, ToolContext, WorkflowContext
     from pyrula.runtime.limits import AgentLimits
+    from pyrula.runtime.live_budget import LiveBudget, LiveSpend
     from pyrula.runtime.pricing import prices
     from pyrula.runtime.ratelimit import LLMRate
     from pyrula.runtime.registry import Definition, ToolDefinition, agent, tool, workflow
@@ -37,6 +38,7 @@ _WHERE: dict[str, str] = {
     ),
     **dict.fromkeys(("AgentContext", "ToolContext", "WorkflowContext"), "pyrula.runtime.context"),
     "AgentLimits": "pyrula.runtime.limits",
+    **dict.fromkeys(("LiveBudget", "LiveSpend"), "pyrula.runtime.live_budget"),
     "prices": "pyrula.runtime.pricing",
     "LLMRate": "pyrula.runtime.ratelimit",
     **dict.fromkeys(
@@ -52,6 +54,8 @@ __all__ = [
     "Definition",
     "Event",
     "LLMRate",
+    "LiveBudget",
+    "LiveSpend",
     "RunHandle",
     "RunRecord",
     "RunStore",

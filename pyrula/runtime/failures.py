@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any
 
-from pyrula.errors import BudgetExceeded, StepFailed
+from pyrula.errors import BudgetExceeded, LiveBudgetExceeded, StepFailed
 
 # How deep a chain of causes (or nesting of groups) is kept: enough for any real chain.
 _MAX_DEPTH = 8
@@ -98,8 +98,8 @@ def error_class(error: dict[str, Any]) -> type[BaseException] | None:
 def _rebuild(error: dict[str, Any]) -> BaseException:
     message = str(error.get("message", ""))
     cls = error_class(error)
-    if cls is BudgetExceeded:
-        return BudgetExceeded(message, limit=error.get("limit", ""), code=error.get("code", ""))
+    if cls is BudgetExceeded or cls is LiveBudgetExceeded:
+        return cls(message, limit=error.get("limit", ""), code=error.get("code", ""))
     if cls is not None and issubclass(cls, BaseExceptionGroup):
         group = _group(cls, error)
         if group is not None:

@@ -83,6 +83,11 @@ class Budget:
         # Azure deployment or a Bedrock application inference profile is priced by it.
         self.served_by: dict[str, str | None] = {}
 
+    @property
+    def held(self) -> Reservation:
+        """What the calls in flight have reserved and not settled yet."""
+        return self._held
+
     def replayed(self, payload: dict[str, Any]) -> None:
         """Count an `llm:done` already in the journal."""
         self.calls += 1
@@ -117,19 +122,25 @@ class Budget:
             return None, False
         return prices.row(self.served_by[alias]), True
 
+    def worst_cost(self, request_bytes: int, meta: dict[str, Any], cap: str) -> float:
+        """The most a call may cost, priced as its input estimate plus its output cap (0.0
+        where nothing names its model's price yet); a model known to have no price is refused,
+        as `cap` (the cost cap's name in the message) cannot be held."""
+        row, known = self.price_row(meta)
+        if row is None and known:
+            raise BudgetExceeded(self.unpriced(meta, cap), limit=cap, code="unpriced_model")
+        if row is None:
+            return 0.0
+        worst_output = worst_output_tokens(meta)
+        tokens = estimate_tokens(request_bytes, meta)
+        return (tokens - worst_output) * row["input"] / 1e6 + worst_output * row["output"] / 1e6
+
     def reserve(self, request_bytes: int, meta: dict[str, Any]) -> Reservation:
         limits = self.limits
-        worst_output = worst_output_tokens(meta)
         tokens = estimate_tokens(request_bytes, meta)
         cost = 0.0
         if limits.max_cost_usd is not None:
-            row, known = self.price_row(meta)
-            if row is None and known:
-                message = self._unpriced(meta)
-                raise BudgetExceeded(message, limit="max_cost_usd", code="unpriced_model")
-            if row is not None:
-                cost = (tokens - worst_output) * row["input"] / 1e6
-                cost += worst_output * row["output"] / 1e6
+            cost = self.worst_cost(request_bytes, meta, "max_cost_usd")
         with self._lock:
             held = self._held
             if limits.max_llm_calls is not None and self.calls + held.calls + 1 > (
@@ -161,15 +172,16 @@ class Budget:
             self._held = Reservation(held.calls + 1, held.tokens + tokens, held.cost + cost)
             return reservation
 
-    def _unpriced(self, meta: dict[str, Any]) -> str:
+    def unpriced(self, meta: dict[str, Any], cap: str = "max_cost_usd") -> str:
+        """Why a call's cost cannot be held to `cap`: its model has no price (the fix named)."""
         alias = deployment(meta)
         fix = "add one with pyrula.runtime.metering.prices.add(...)"
         if alias is None:
             model = requested_model(meta)
-            return f"model {model!r} has no price, so max_cost_usd cannot be held; {fix}"
+            return f"model {model!r} has no price, so {cap} cannot be held; {fix}"
         return (
             f"{alias!r} is served by model {self.served_by.get(alias)!r}, which has no price, so "
-            f"max_cost_usd cannot be held; {fix} (for that model, or for {alias!r} itself)"
+            f"{cap} cannot be held; {fix} (for that model, or for {alias!r} itself)"
         )
 
     def settle(self, reservation: Reservation, payload: dict[str, Any] | None) -> None:

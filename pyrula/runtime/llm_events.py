@@ -7,6 +7,7 @@ from typing import Any
 from pyrula.fingerprints import Canonical, surfaces
 from pyrula.journal.recorder import Reply
 from pyrula.runtime.metering import (
+    arrived_output_tokens,
     canonical_model,
     deployment,
     prices,
@@ -55,4 +56,20 @@ def llm_payload(
     }
     if usage.error is not None:
         payload["error"] = usage.error  # billed, but the provider reported a failed call
+    return payload
+
+
+def estimated_payload(
+    canonical: Canonical, reply: Reply, scope: Scope, reserved_tokens: int
+) -> dict[str, Any]:
+    """The `llm:done` payload of a call whose reply ended unfinished: it was (partly) billed,
+    so it counts, at the larger of what it reported and the `reserved_tokens` held for it."""
+    payload = llm_payload(canonical, reply, scope, None)
+    # Text and tool arguments that had streamed were billed as output, usage or not.
+    arrived = arrived_output_tokens(canonical.surface, b"".join(reply.frames), reply.streamed)
+    if arrived > payload["output_tokens"]:
+        payload["total_tokens"] += arrived - payload["output_tokens"]
+        payload["output_tokens"] = arrived
+    payload["total_tokens"] = max(payload["total_tokens"], reserved_tokens)
+    payload["estimated"] = True
     return payload

@@ -37,9 +37,8 @@ from pyrula.runtime.calls import (
     current_run,
 )
 from pyrula.runtime.limits import Reservation
-from pyrula.runtime.llm_events import llm_payload
+from pyrula.runtime.llm_events import estimated_payload, llm_payload
 from pyrula.runtime.media import billable_request_bytes
-from pyrula.runtime.metering import arrived_output_tokens
 from pyrula.runtime.open_calls import OpenCalls
 from pyrula.runtime.positions import Scope
 from pyrula.runtime.runstore import Event
@@ -483,16 +482,8 @@ class RunSession:
 
         def meter(reply: Reply) -> None:
             self._budget.settle(reservation, None)
-            payload = llm_payload(canonical, reply, scope, None)
-            # Text and tool arguments that had streamed were billed as output, usage or not.
-            arrived = arrived_output_tokens(
-                canonical.surface, b"".join(reply.frames), reply.streamed
-            )
-            if arrived > payload["output_tokens"]:
-                payload["total_tokens"] += arrived - payload["output_tokens"]
-                payload["output_tokens"] = arrived
-            payload["total_tokens"] = max(payload["total_tokens"], reservation.tokens)
-            payload.update(estimated=True, abandoned_at=position)
+            payload = estimated_payload(canonical, reply, scope, reservation.tokens)
+            payload["abandoned_at"] = position
             if call_index is not None:
                 payload["call_index"] = call_index
             self._attempt.write("llm:done", payload)

@@ -29,6 +29,7 @@ from pyrula.transport.core import (
     offload_of,
     plan_request,
 )
+from pyrula.transport.gates import gated, unsent
 
 _REPLAY_EXTENSIONS = {"http_version": b"HTTP/1.1", "reason_phrase": b""}
 
@@ -242,6 +243,7 @@ class _SyncAdapter(_Adapter):
         if isinstance(plan, Replay):
             return self._replayed(plan, request, sync=True)
         assert isinstance(plan, Live) and canonical is not None  # only a replay has none
+        plan = gated(plan, request.content, canonical)  # a case's live budget refuses here
         inner = self._inner_transport()
         started = time.perf_counter()
         body = request.stream
@@ -249,6 +251,9 @@ class _SyncAdapter(_Adapter):
             request.stream = self._streams.sync_sent(body, plan.sink)
         try:
             response = inner.handle_request(request)
+        except BaseException:
+            unsent(plan)
+            raise
         finally:
             request.stream = body
         return self._teed(response, plan, canonical, started, sync=True)
@@ -273,6 +278,7 @@ class _AsyncAdapter(_Adapter):
         if isinstance(plan, Replay):
             return self._replayed(plan, request, sync=False)
         assert isinstance(plan, Live) and canonical is not None  # only a replay has none
+        plan = gated(plan, request.content, canonical)
         inner = self._inner_transport()
         started = time.perf_counter()
         body = request.stream
@@ -280,6 +286,9 @@ class _AsyncAdapter(_Adapter):
             request.stream = self._streams.async_sent(body, plan.sink)
         try:
             response = await inner.handle_async_request(request)
+        except BaseException:
+            unsent(plan)
+            raise
         finally:
             request.stream = body
         return self._teed(response, plan, canonical, started, sync=False)

@@ -32,6 +32,7 @@ from pyrula.transport.core import (
     current_session,
     plan_request,
 )
+from pyrula.transport.gates import gated, unsent
 
 __all__ = ["BotocoreHook", "journal_botocore"]
 
@@ -71,16 +72,23 @@ class BotocoreHook:
         if session is None or not self._journals():
             return None
         headers = joined_headers((str(k), _text(v)) for k, v in request.headers.items())
+        body = _body(request.body)
         plan, canonical = plan_request(
-            session, request.method, request.url, headers, _body(request.body), blocking=True
+            session, request.method, request.url, headers, body, blocking=True
         )
         if isinstance(plan, Replay):
             return AWSResponse(request.url, plan.status, plan.headers, _ReplayedBody(plan.frames))
         assert isinstance(plan, Live) and canonical is not None  # only a replay has none
+        plan = gated(plan, body, canonical)  # a case's live budget refuses here
         started = time.perf_counter()
-        # The client's own endpoint session: its proxies, timeouts, TLS settings and pool.
-        response = self._client._endpoint.http_session.send(request)
+        try:
+            # The client's own endpoint session: its proxies, timeouts, TLS settings and pool.
+            response = self._client._endpoint.http_session.send(request)
+        except BaseException:
+            unsent(plan)
+            raise
         if response.status_code >= 300 and not self._tees_errors():
+            unsent(plan)  # the caller journals the error itself: no sink hears of it
             return response
         return _teed(response, plan, canonical, started, streamed=bool(request.stream_output))
 

@@ -116,9 +116,11 @@ class Callbacks:
 
 @dataclass(frozen=True, slots=True)
 class Live:
-    """Send the request; the reply goes to `sink` as it arrives (None: keep nothing)."""
+    """Send the request; the reply goes to `sink` as it arrives (None: keep nothing). The
+    transport calls `unsent` (when set) if the send raises: no reply will reach the sink."""
 
     sink: Sink | None
+    unsent: Callable[[], None] | None = None
 
 
 Plan = Replay | Live

@@ -3,6 +3,10 @@
 Inside a test's cassette (`@pytest.mark.pyrula`, the `pyrula_cassette` fixture, or
 `pyrula.cassette(...)`) the run's model calls come from that cassette: recorded there the first
 time, replayed offline after. The run's own events stay in the runner's store.
+
+`live_budget_usd` is the run's live budget: a model call it would send live past it is refused
+before it is sent (`LiveBudgetExceeded`, and the run ends `budget_exceeded` unless the body
+catches it); a replay spends nothing. `live_spend()` says what the last run sent live.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pyrula.journal.store import Store, open_store
-from pyrula.runtime import Definition, Event, Worker, submit
+from pyrula.runtime import Definition, Event, LiveBudget, LiveSpend, Worker, submit
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,8 +44,11 @@ class AgentRunner:
         definition: Definition[..., Any],
         *,
         store: Store | str | os.PathLike[str] | None = None,
+        live_budget_usd: float | None = None,
     ) -> None:
         self.definition = definition
+        self.live_budget_usd = live_budget_usd
+        self._live = LiveSpend()
         self.store = (
             store
             if isinstance(store, Store)
@@ -58,7 +65,16 @@ class AgentRunner:
         """Submit the run with these arguments and work it until nothing is left to do."""
         handle = submit(self.definition, *args, store=self.store, **kwargs)
         self.run_id = handle.id
-        await Worker(self.store, poll_seconds=0.01).run(until_idle=True)
+        live = LiveBudget(
+            self.live_budget_usd,
+            name=f"AgentRunner({self.definition.name!r}) run {handle.id}",
+            fix="raise AgentRunner(..., live_budget_usd=...)",
+        )
+        try:
+            async with live:
+                await Worker(self.store, poll_seconds=0.01).run(until_idle=True)
+        finally:
+            self._live = live.spent
         self.events = handle.events()
         return self.events
 
@@ -75,6 +91,11 @@ class AgentRunner:
             output_tokens=sum(int(c.get("output_tokens") or 0) for c in calls),
             cost_usd=sum(float(c.get("cost_usd") or 0.0) for c in calls),
         )
+
+    def live_spend(self) -> Spend:
+        """What the last run's model calls sent live cost (a replayed call spends nothing)."""
+        live = self._live
+        return Spend(live.calls, live.input_tokens, live.output_tokens, live.cost_usd)
 
     def tools_called(self) -> list[str]:
         """The name of each tool the last run called to its end, in order."""
