@@ -14,14 +14,21 @@ A file cut short while a process has it open is caught the same way, by `LengthW
 each transaction: one `stat`, and two small `pread`s when the file changed; never a touch of the
 map. What it cannot
 catch is a cut made after the check, while a transaction is reading (docs/record-format.md).
+
+`check_data_file` runs these checks, and refuses what is no data file at all (a folder, a pipe,
+a link to nothing), before a store is opened; `unusable` words a file-system refusal (no
+permission, a read-only disk, a file in the way) as the store error naming the fix.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from dataclasses import dataclass
 from pathlib import Path
+
+from pyrula.errors import NotAStore, StoreCorrupt, StoreError
 
 _MAGIC = 0xBEEFC0DE
 _PAGE_HEADER = 16
@@ -71,6 +78,49 @@ def missing_bytes(data: Path) -> tuple[int, int] | None:
     if length < needed:
         return length, needed
     return None
+
+
+def check_data_file(data: Path) -> None:
+    """Refuse a `data.mdb` LMDB must not be handed: not a regular file (a folder, a pipe that
+    would block the open, a link to nothing), empty, or shorter than its own header says (LMDB
+    would map past its end). Nothing is changed; the error names the file and the fix."""
+    if data.is_symlink() and not data.exists():
+        raise NotAStore(
+            f"{data} is a link to {os.readlink(data)}, which does not exist; restore what it "
+            "points at, or point PYRULA_STORE at another folder"
+        )
+    if not data.is_file():
+        what = "a folder" if data.is_dir() else "not a regular file"
+        raise NotAStore(
+            f"{data} is {what}, where a Pyrula store keeps its LMDB data file; move it away "
+            "(nothing of it was read or changed), or point PYRULA_STORE at another folder"
+        )
+    if data.stat().st_size == 0:
+        raise StoreCorrupt(
+            f"{data} is empty (0 bytes), not an LMDB data file; restore it from a copy or point "
+            "PYRULA_STORE at another folder"
+        )
+    short = missing_bytes(data)
+    if short is not None:
+        raise StoreCorrupt(
+            f"{data} is truncated: {short[0]:,} bytes where its own header names "
+            f"{short[1]:,} (was it copied while being written, or onto a full disk?); "
+            "restore it from a copy"
+        )
+
+
+def unusable(path: Path, exc: OSError) -> StoreError:
+    """A store this process cannot reach through the file system, as the typed error that
+    names what to change."""
+    where = exc.filename if exc.filename is not None else path
+    what = f"cannot use {where} for the store at {path}: {exc.strerror or exc}"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return StoreError(f"{what}; let this user read and write it (chmod, chown), or use another")
+    if exc.errno == errno.EROFS:
+        return StoreError(f"{what}; copy the store to a writable disk, or open it read-only")
+    if exc.errno in (errno.ENOTDIR, errno.EEXIST, errno.EISDIR):
+        return NotAStore(f"{what}; a file is in the way: point PYRULA_STORE at a folder")
+    return StoreError(f"{what}; check the path (--store, PYRULA_STORE)")
 
 
 class LengthWatch:

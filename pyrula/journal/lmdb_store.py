@@ -22,7 +22,7 @@ from pyrula.errors import (
     StoreFull,
     StoreNotFound,
 )
-from pyrula.journal.lmdb_file import LengthWatch, missing_bytes
+from pyrula.journal.lmdb_file import LengthWatch, check_data_file, unusable
 from pyrula.journal.store import DATABASES as _DATABASES
 from pyrula.journal.store import (
     Fence,
@@ -100,9 +100,12 @@ class LmdbStore(Store):
     def _open(
         self, create: bool, readonly: bool, sync: bool, map_size: int, metasync: bool = True
     ) -> lmdb.Environment:
-        if self._check_folder(create=create and not readonly):
-            self._create(map_size)
-            self._probe(self.path / "data.mdb")
+        try:
+            if self._check_folder(create=create and not readonly):
+                self._create(map_size)
+                self._probe(self.path / "data.mdb")
+        except OSError as exc:  # a folder or file it cannot read, write or make
+            raise unusable(self.path, exc) from exc
         try:
             return lmdb.open(
                 str(self.path),
@@ -115,7 +118,14 @@ class LmdbStore(Store):
                 max_readers=512,
             )
         except lmdb.Error as exc:
-            raise StoreCorrupt(f"{self.path} could not be opened as a Pyrula store: {exc}") from exc
+            # Its data file was just read as a Pyrula store: what fails is the lock file, or
+            # what this process may do in the folder, not the recordings.
+            raise StoreError(
+                f"{self.path} holds a Pyrula store that LMDB could not open ({exc}); check that "
+                "this user may write the folder and its lock.mdb (a lock.mdb that is a folder "
+                "or not LMDB's can be deleted while no process has the store open), or open "
+                "it read-only"
+            ) from exc
 
     def _create(self, map_size: int) -> None:
         """Build a new store beside the target and rename it into place.
@@ -148,7 +158,7 @@ class LmdbStore(Store):
             raise NotAStore(
                 f"{self.path} is a file, not a store folder; point PYRULA_STORE at a folder"
             )
-        if not data.exists():
+        if not data.exists() and not data.is_symlink():
             if any(self.path.iterdir()):
                 raise NotAStore(
                     f"{self.path} is a non-empty folder without a Pyrula store in it; "
@@ -162,13 +172,7 @@ class LmdbStore(Store):
 
     def _probe(self, data: Path) -> None:
         """Read the format marker with a read-only, lock-free open that cannot change the files."""
-        short = missing_bytes(data)
-        if short is not None:
-            raise StoreCorrupt(
-                f"{data} is truncated: {short[0]:,} bytes where its own header names "
-                f"{short[1]:,} (was it copied while being written, or onto a full disk?); "
-                "restore it from a copy"
-            )
+        check_data_file(data)
         try:
             env = lmdb.open(str(self.path), readonly=True, lock=False, max_dbs=len(_DATABASES) + 1)
         except lmdb.Error as exc:
