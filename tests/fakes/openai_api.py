@@ -204,3 +204,60 @@ def upstream(lib: Any = OPENAI_LIB, *, base_path: str = "/v1") -> Upstream:
 def openai_client(upstream: Upstream, *, base_url: str = BASE_URL, **kw: Any) -> Any:
     """An OpenAI client sending to `upstream` (see `provider.sdk_client`)."""
     return sdk_client(upstream, openai.OpenAI, openai.AsyncOpenAI, base_url, **kw)
+
+
+def function_call_response(name: str, arguments: str) -> dict[str, Any]:
+    """A Responses API reply whose output is one call of the function `name`."""
+    item = {
+        "id": "fc_1",
+        "type": "function_call",
+        "call_id": "call_1",
+        "name": name,
+        "arguments": arguments,
+        "status": "completed",
+    }
+    return {**response_body(), "output": [item]}
+
+
+def chat_tool_call_sse(name: str, pieces: Sequence[str]) -> list[bytes]:
+    """A streamed chat completion calling the tool `name`, its arguments in `pieces`."""
+    base = {"id": "chatcmpl-t", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason}]}
+
+    opening = {"index": 0, "id": "call_1", "type": "function"}
+    opening["function"] = {"name": name, "arguments": ""}
+    events: list[dict[str, Any] | str] = [chunk({"role": "assistant", "tool_calls": [opening]})]
+    for piece in pieces:
+        events.append(chunk({"tool_calls": [{"index": 0, "function": {"arguments": piece}}]}))
+    events += [chunk({}, "tool_calls"), "[DONE]"]
+    return sse(*events)
+
+
+def function_call_sse(name: str, pieces: Sequence[str]) -> list[bytes]:
+    """A streamed Responses API reply calling the function `name`, its arguments in `pieces`."""
+
+    def event(n: int, kind: str, **data: Any) -> bytes:
+        body = {"type": kind, "sequence_number": n, **data}
+        return f"event: {kind}\ndata: {json.dumps(body)}\n\n".encode()
+
+    done = function_call_response(name, "".join(pieces))
+    item = done["output"][0]
+    started = {**done, "status": "in_progress", "output": [], "usage": None}
+    ids = {"item_id": item["id"], "output_index": 0}
+    frames = [
+        event(0, "response.created", response=started),
+        event(1, "response.output_item.added", output_index=0, item={**item, "arguments": ""}),
+    ]
+    frames += [
+        event(2 + n, "response.function_call_arguments.delta", delta=piece, **ids)
+        for n, piece in enumerate(pieces)
+    ]
+    n = 2 + len(pieces)
+    return [
+        *frames,
+        event(n, "response.function_call_arguments.done", arguments=item["arguments"], **ids),
+        event(n + 1, "response.output_item.done", output_index=0, item=item),
+        event(n + 2, "response.completed", response=done),
+    ]

@@ -1,5 +1,6 @@
-"""instructor over the OpenAI drop-in: the spec's order table, and each attempt (a reask after a
-validation error included) journaled as its own `create`, replayed with no request."""
+"""instructor over the OpenAI drop-in: the spec's order table, each attempt (a reask after a
+validation error included) journaled as its own `create`, replayed with no request, in the
+chat modes and `RESPONSES_TOOLS`; and `create_partial` streams replayed whole."""
 
 from __future__ import annotations
 
@@ -13,8 +14,13 @@ from pyrula.agents import AgentContext
 from pyrula.agents.compat import openai as compat
 from pyrula.journal.exchanges import Exchanges
 from tests.agents.compat.support import User, park_and_resume
-from tests.fakes.openai_api import chat_completion
-from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply
+from tests.fakes.openai_api import (
+    chat_completion,
+    chat_tool_call_sse,
+    function_call_response,
+    function_call_sse,
+)
+from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply, sse_reply
 
 instructor = pytest.importorskip("instructor")
 
@@ -22,14 +28,26 @@ instructor = pytest.importorskip("instructor")
 _ASK = {"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "Ada is 36."}]}
 
 
+_PIECES = ['{"name": "A', 'DA", ', '"age": 3', "6}"]
+
+
 def _upstream() -> Upstream:
     """Answers the first attempt with a name the validator rejects, and a reask with a good one;
-    by tool call or by JSON content, as the request's mode asks."""
+    by tool call, by JSON content or (the Responses API) by function call, as the request's mode
+    asks. A streamed request gets the good arguments in four pieces."""
 
     def reply(request: Any) -> Any:
         body = json.loads(request.content)
-        reasked = len(body["messages"]) > 1
+        responses = request.url.path.endswith("/responses")
+        if body.get("stream"):
+            name = body["tools"][0]["name" if responses else "function"]
+            name = name if responses else name["name"]
+            stream = function_call_sse if responses else chat_tool_call_sse
+            return sse_reply(stream(name, _PIECES))
+        reasked = len(body["input" if responses else "messages"]) > 1
         arguments = json.dumps({"name": "ADA" if reasked else "Ada", "age": 36})
+        if responses:
+            return json_reply(function_call_response(body["tools"][0]["name"], arguments))
         payload = chat_completion(arguments)
         if body.get("tools"):
             call = {"id": "call_1", "type": "function"}
@@ -61,10 +79,11 @@ def _journaled_messages(handle: Any) -> list[Any]:
 
     exchanges = Exchanges(handle.journal.store)
     found = exchanges.scan(run_prefix(handle.id))
-    return [exchanges.request(record)["compared"]["messages"] for _key, record in sorted(found)]
+    compared = [exchanges.request(record)["compared"] for _key, record in sorted(found)]
+    return [c.get("messages", c.get("input")) for c in compared]
 
 
-MODES = ["TOOLS", "JSON_SCHEMA"]
+MODES = ["TOOLS", "JSON_SCHEMA", "RESPONSES_TOOLS"]
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -107,9 +126,37 @@ def _assert_reasked_once_and_replayed(handle: Any, stub: Upstream, users: list[U
     done = [e.payload for e in handle.events() if e.type == "llm:done"]
     assert [d["position"].rsplit("/", 1)[1] for d in done] == ["llm0", "llm1"]
     first, reask = _journaled_messages(handle)
-    assert first == stub.calls[0]["messages"] and len(first) == 1
+    sent = [call.get("messages", call.get("input")) for call in stub.calls]
+    assert first == sent[0] and len(first) == 1
     # The reask's own text (the validator's complaint) is part of what its replay is checked on.
-    assert reask == stub.calls[1]["messages"] and "upper case" in json.dumps(reask[1:])
+    assert reask == sent[1] and "upper case" in json.dumps(reask[1:])
+
+
+# -- create_partial: a stream of partial objects, replayed whole -------------------------------
+
+
+@pytest.mark.parametrize("mode", ["TOOLS", "RESPONSES_TOOLS"])
+def test_create_partial_streams_and_a_resume_replays_the_same_partials_sync(mode):
+    stub = _upstream()
+    partials: list[list[dict[str, Any]]] = []
+
+    async def body(ctx: AgentContext) -> None:
+        client = instructor.from_openai(
+            _sync_client(stub, base_url="http://openai.test/v1"), mode=instructor.Mode[mode]
+        )
+
+        def extract() -> list[dict[str, Any]]:
+            stream = client.chat.completions.create_partial(**_ASK, response_model=User)
+            return [partial.model_dump() for partial in stream]
+
+        partials.append(await ctx.to_thread(extract))
+
+    handle = park_and_resume(body, f"compat_instructor_partial_{mode}")
+    assert len(stub.calls) == 1 and stub.calls[0]["stream"] is True  # the resume sent nothing
+    assert partials[0] == partials[1] and len(partials[0]) > 1
+    assert partials[0][-1] == {"name": "ADA", "age": 36}
+    [done] = [e.payload for e in handle.events() if e.type == "llm:done"]
+    assert done["position"] == "thread:main/thread0/llm0" and done["estimated"] is False
 
 
 # -- the order table --------------------------------------------------------------------------
