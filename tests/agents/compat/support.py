@@ -19,13 +19,13 @@ from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.agents.compat._surfaces import SurfaceTable
 from pyrula.agents.compat.anthropic import Anthropic, AsyncAnthropic
 from pyrula.agents.compat.bedrock import journaled_bedrock
-from pyrula.agents.compat.openai import AsyncOpenAI, OpenAI
+from pyrula.agents.compat.openai import AsyncAzureOpenAI, AsyncOpenAI, AzureOpenAI, OpenAI
 from pyrula.errors import SurfaceUnavailable
 from pyrula.runtime import answer
 from tests.fakes import bedrock_api as bs
 from tests.fakes.anthropic_api import anthropic_client
 from tests.fakes.openai_api import openai_client
-from tests.fakes.provider import Upstream
+from tests.fakes.provider import OPENAI_LIB, Upstream
 from tests.runtime.support import drive, new_store, run_to_rest
 
 
@@ -147,6 +147,22 @@ def openai_dropin(stub: Upstream) -> AsyncOpenAI:
 
 def openai_sync_dropin(stub: Upstream) -> OpenAI:
     return openai_client(stub, cls=OpenAI, journaled=False, api_key="sk-unused", max_retries=0)
+
+
+AZURE_ENDPOINT = "https://pyrula-test.openai.azure.com"
+
+
+def azure_dropin(stub: Upstream, *, sync: bool = False, **kw: Any) -> Any:
+    """The Azure OpenAI drop-in (async, or the sync one) sending to `stub`."""
+    cls, http = (AzureOpenAI, OPENAI_LIB.Client) if sync else (AsyncAzureOpenAI, OPENAI_LIB.AsyncClient)  # noqa: E501
+    return cls(
+        api_key="sk-unused",
+        api_version="2024-10-21",
+        azure_endpoint=AZURE_ENDPOINT,
+        http_client=http(transport=stub.transport()),
+        max_retries=0,
+        **kw,
+    )
 
 
 def anthropic_dropin(stub: Upstream, **kw: Any) -> AsyncAnthropic:

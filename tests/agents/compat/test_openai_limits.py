@@ -16,7 +16,7 @@ from pyrula.errors import BudgetExceeded
 from pyrula.journal.store import Store
 from pyrula.runtime import answer, resume
 from pyrula.runtime.metering import prices
-from tests.agents.compat.support import CHAT, RESP, openai_dropin, park_and_resume
+from tests.agents.compat.support import CHAT, RESP, azure_dropin, openai_dropin, park_and_resume
 from tests.fakes.openai_api import chat_completion, chat_sse, response_body, response_sse
 from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply, sse_reply
 from tests.runtime.support import drive, new_store, run_to_rest
@@ -177,9 +177,6 @@ def test_a_failed_non_streamed_response_is_metered_as_failed():
 
 # -- Azure deployments: priced by the model the reply names ----------------------------------
 
-_ENDPOINT = "https://pyrula-test.openai.azure.com"
-
-
 def _azure_upstream(served_by: str) -> Upstream:
     def reply(request: Any) -> Any:
         if request.url.path.endswith("/responses"):
@@ -190,14 +187,8 @@ def _azure_upstream(served_by: str) -> Upstream:
 
 
 def _azure(stub: Upstream, **kw: Any) -> AsyncAzureOpenAI:
-    return AsyncAzureOpenAI(
-        api_key="sk-unused",
-        api_version="2024-10-21",
-        azure_endpoint=_ENDPOINT,
-        http_client=OPENAI_LIB.AsyncClient(transport=stub.transport()),
-        max_retries=0,
-        **kw,
-    )
+    client: AsyncAzureOpenAI = azure_dropin(stub, **kw)
+    return client
 
 
 def _ask(deployment: str, **kw: Any) -> dict[str, Any]:

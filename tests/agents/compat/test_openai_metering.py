@@ -10,15 +10,14 @@ from typing import Any
 import pytest
 
 from pyrula.agents import AgentContext, AgentLimits, agent
-from pyrula.agents.compat.openai import AsyncAzureOpenAI, AsyncOpenAI, AzureOpenAI
+from pyrula.agents.compat.openai import AzureOpenAI
 from pyrula.errors import BudgetExceeded
 from pyrula.workflows import WorkflowContext, workflow
-from tests.agents.compat.support import llm_done
+from tests.agents.compat.support import azure_dropin, llm_done, openai_dropin
 from tests.fakes.openai_api import chat_completion, chat_sse
 from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply, sse_reply
 from tests.runtime.support import run_to_rest
 
-_ENDPOINT = "https://pyrula-test.openai.azure.com"
 # 600 kB of image: 800,000 base64 characters, some 200,000 tokens at four bytes a token.
 _IMAGE = "data:image/png;base64," + base64.b64encode(b"\x89PNG" + bytes(600_000)).decode()
 _GPT_4O_IMAGE = 85 + 8 * 170  # gpt-4o: 85 tokens and 170 for each of at most 8 tiles
@@ -38,20 +37,7 @@ def _stub() -> Upstream:
 
 
 def _client(stub: Upstream, azure: bool) -> Any:
-    if azure:
-        return AsyncAzureOpenAI(
-            api_key="sk-unused",
-            api_version="2024-10-21",
-            azure_endpoint=_ENDPOINT,
-            http_client=OPENAI_LIB.AsyncClient(transport=stub.transport()),
-            max_retries=0,
-        )
-    return AsyncOpenAI(
-        api_key="sk-unused",
-        base_url="http://openai.test/v1",
-        http_client=OPENAI_LIB.AsyncClient(transport=stub.transport()),
-        max_retries=0,
-    )
+    return azure_dropin(stub) if azure else openai_dropin(stub)
 
 
 def _image_question(**kw: Any) -> dict[str, Any]:
@@ -179,14 +165,7 @@ def test_a_sync_azure_stream_in_a_workflow_thread_asks_for_usage_too():
 
     @workflow(name="azure_stream_usage_sync")
     async def body(ctx: WorkflowContext) -> str:
-        client = AzureOpenAI(
-            api_key="sk-unused",
-            api_version="2024-10-21",
-            azure_endpoint=_ENDPOINT,
-            http_client=OPENAI_LIB.Client(transport=stub.transport()),
-            max_retries=0,
-        )
-        return await ctx.to_thread(read, client)
+        return await ctx.to_thread(read, azure_dropin(stub, sync=True))
 
     handle = run_to_rest(body)
     assert stub.calls[0]["stream_options"] == {"include_usage": True}
