@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pyrula.cassette import Cassette, VerifyMismatch, cassette
     from pyrula.errors import (
         JournalRefusal,
+        LiveBudgetExceeded,
         NetworkBlocked,
         NotAStore,
         OfflineViolation,
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
         StoreFormatError,
     )
     from pyrula.journal import Store
+    from pyrula.runtime.live_budget import LiveBudget
     from pyrula.transport import (
         AsyncHttpx2Transport,
         AsyncHttpxTransport,
@@ -40,6 +42,7 @@ __version__ = "0.1.0"
 _WHERE = {
     **dict.fromkeys(("Cassette", "VerifyMismatch", "cassette"), "pyrula.cassette"),
     "Store": "pyrula.journal",
+    "LiveBudget": "pyrula.runtime.live_budget",
     "AsyncHttpx2Transport": "pyrula.transport",
     "AsyncHttpxTransport": "pyrula.transport",
     "Httpx2Transport": "pyrula.transport",
@@ -49,6 +52,7 @@ _WHERE = {
         name: "pyrula.errors"
         for name in (
             "JournalRefusal",
+            "LiveBudgetExceeded",
             "NetworkBlocked",
             "NotAStore",
             "OfflineViolation",
@@ -69,6 +73,8 @@ __all__ = [
     "Httpx2Transport",
     "HttpxTransport",
     "JournalRefusal",
+    "LiveBudget",
+    "LiveBudgetExceeded",
     "NetworkBlocked",
     "NotAStore",
     "OfflineViolation",

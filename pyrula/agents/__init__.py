@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from pyrula.errors import (
     BudgetExceeded,
     DurableInvocationCancelled,
+    LiveBudgetExceeded,
     ProviderStreamTruncated,
     ReplayInputChanged,
     ToolRefused,
@@ -55,6 +56,7 @@ __all__ = [
     "DurableInvocationCancelled",
     "GeminiLLM",
     "LLMRate",
+    "LiveBudgetExceeded",
     "MCPServerHTTP",
     "MCPServerStdio",
     "NativeContext",

@@ -19,7 +19,9 @@ from pyrula.errors import BudgetExceeded, LiveBudgetExceeded
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.keys import namespace_prefix
 from pyrula.runtime import LiveBudget, prices
-from tests.fakes import anthropic_api
+from pyrula.runtime.failures import describe_error, rebuild_error
+from pyrula.transport import journal_botocore
+from tests.fakes import anthropic_api, bedrock_api
 from tests.fakes.openai_api import BASE_URL, chat_completion, openai_client
 from tests.fakes.provider import OPENAI_LIB, TEST_KEY, Upstream, ask, json_reply, sse_reply
 
@@ -282,3 +284,34 @@ def _claude_stream() -> list[bytes]:
 def test_a_budget_is_a_cost_of_zero_or_more():
     with pytest.raises(ValueError, match="0 or more"):
         LiveBudget(-1.0)
+
+
+def test_a_boto3_converse_past_the_budget_is_refused_before_it_is_sent():
+    # Claude Haiku 4.5 on Bedrock: $5 a million output tokens, so maxTokens=1000 may cost
+    # $0.005; the stand-in's reply (11 in, 4 out) costs $0.000031.
+    messages = [{"role": "user", "content": [{"text": "Ping?"}]}]
+    with bedrock_api.BedrockStub() as stub:
+        client = journal_botocore(bedrock_api.client(stub))
+        with cassette("case", "all", store=None), LiveBudget(0.006) as live:
+            client.converse(
+                modelId=bedrock_api.MODEL_ID, messages=messages, inferenceConfig={"maxTokens": 1000}
+            )
+            with pytest.raises(LiveBudgetExceeded):
+                client.converse(
+                    modelId=bedrock_api.MODEL_ID,
+                    messages=messages,
+                    inferenceConfig={"maxTokens": 1200},  # up to $0.006 more
+                )
+        assert len(stub.seen) == 1
+
+    assert live.spent.calls == 1
+    assert live.spent.cost_usd == pytest.approx((11 * 1.0 + 4 * 5.0) / 1e6)
+
+
+def test_a_journaled_refusal_replays_as_itself():
+    refusal = LiveBudgetExceeded("test x: its live budget of $0.0100 would be exceeded")
+    for capture in ("io", "metadata"):
+        described = json.loads(json.dumps(describe_error(refusal, capture=capture)))
+        rebuilt = rebuild_error(described)
+        assert type(rebuilt) is LiveBudgetExceeded and rebuilt.code == "live_budget_exceeded"
+    assert str(rebuild_error(describe_error(refusal))) == str(refusal)
