@@ -23,7 +23,7 @@ from pyrula.cli._reporting import reported
 from pyrula.cli._worker_log import install as install_log
 from pyrula.cli._worker_log import say
 from pyrula.journal.store import Store
-from pyrula.runtime import Worker
+from pyrula.runtime import ToolDefinition, Worker
 from pyrula.runtime.retention import parse_duration
 
 
@@ -43,6 +43,30 @@ def _import_or_exit(module: str) -> None:
             err=True,
         )
         raise typer.Exit(2) from None
+
+
+def _served_tools(modules: list[str]) -> list[str]:
+    """For each imported module defining `@tool`s (what `pyrula mcp serve` serves) the
+    `pyrula mcp worker` command that registers them as the workflows running their calls."""
+    commands = []
+    for module in modules:
+        found = vars(sys.modules[module])
+        tools = [name for name, value in found.items() if isinstance(value, ToolDefinition)]
+        lists = [
+            name
+            for name, value in found.items()
+            if isinstance(value, list | tuple)
+            and value
+            and all(isinstance(item, ToolDefinition) for item in value)
+        ]
+        if lists or len(tools) == 1:
+            commands.append(f"pyrula mcp worker --import {module}:{(lists or tools)[0]}")
+        elif tools:
+            commands.append(
+                f"pyrula mcp worker --import {module}:TOOLS, TOOLS being a list of its tools "
+                f"({', '.join(tools)})"
+            )
+    return commands
 
 
 def worker(
@@ -116,11 +140,15 @@ def worker(
         )
 
         if not names:
+            served = _served_tools(imports)
+            hint = "pass --import with the module that defines them"
+            if served:
+                hint = "to execute MCP tool calls, run " + "; or ".join(served)
             say(
                 "no_workflows",
-                "no workflow or agent is imported, so this worker claims no run; pass --import "
-                "with the module that defines them",
+                f"no workflow or agent is imported, so this worker claims no run; {hint}",
                 level=logging.WARNING,
+                mcp_worker=served,
             )
 
         async def main() -> int:

@@ -167,3 +167,58 @@ def test_a_worker_freezes_what_its_modules_made_and_skips_the_exit_collections(t
     assert (tmp_path / "seen.txt").read_text().split("\n") == [
         "import False", "run True True", "exit True", ""
     ]
+
+
+TOOLS_APP = '''
+from pyrula.runtime import tool
+
+@tool
+async def charge_card(amount: int) -> str:
+    return f"charged {amount}"
+
+@tool
+def refund(amount: int) -> str:
+    return f"refunded {amount}"
+'''
+
+
+@pytest.mark.parametrize(
+    ("tail", "command"),
+    [
+        ("TOOLS = [charge_card, refund]\n", "pyrula mcp worker --import tools_app:TOOLS"),
+        ("del refund\n", "pyrula mcp worker --import tools_app:charge_card"),
+        (
+            "",  # two tools and no list of them: the command says what the list must hold
+            "pyrula mcp worker --import tools_app:TOOLS, TOOLS being a list of its tools "
+            "(charge_card, refund)",
+        ),
+    ],
+    ids=["a list", "one tool", "no list"],
+)
+def test_a_worker_importing_only_mcp_tools_names_the_mcp_worker_command(tmp_path, tail, command):
+    (tmp_path / "tools_app.py").write_text(TOOLS_APP + tail)
+    store = str(tmp_path / "s")
+    done = _worker("--import", "tools_app", "--store", store, "--create", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "this worker claims no run" in done.stderr
+    assert f"to execute MCP tool calls, run {command}" in done.stderr
+    if tail:  # what it names is a command that runs them
+        suggested = command.split()[1:]
+        served = subprocess.run(
+            [sys.executable, "-m", "pyrula.cli.app", *suggested, "--store", store, "--until-idle"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+        )
+        assert served.returncode == 0, served.stderr
+        assert "mcp.tool:charge_card" in served.stderr and "no workflow" not in served.stderr
+
+
+def test_a_worker_importing_no_workflow_and_no_tool_says_to_pass_the_module(tmp_path):
+    (tmp_path / "empty_app.py").write_text("")
+    store = str(tmp_path / "s")
+    done = _worker("--import", "empty_app", "--store", store, "--create", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "claims no run; pass --import with the module that defines them" in done.stderr
+    assert "mcp worker" not in done.stderr
