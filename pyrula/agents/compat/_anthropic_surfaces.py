@@ -6,6 +6,8 @@ looked up). The cloud clients (Bedrock, Vertex) expose a subset of these paths; 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import re
 from typing import Any
 
@@ -27,7 +29,9 @@ _GENERATION = ("messages", "beta.messages")
 SURFACES: tuple[Surface, ...] = (
     # -- journaled: generation, the SDK helpers built on it, and writes replayed as recorded ---
     *(Surface(f"{base}.{verb}", J) for base in _GENERATION for verb in ("create", "stream")),
-    *(Surface(f"{base}.parse", J) for base in _GENERATION),
+    # `parse` came with structured outputs: on the beta resource first.
+    Surface("messages.parse", J, since="0.77.0"),
+    Surface("beta.messages.parse", J, since="0.73.0"),
     Surface("messages.batches.create", J),
     Surface("beta.messages.batches.create", J),
     Surface("beta.dreams.create", J),
@@ -94,9 +98,30 @@ def _has_skills(container: Any) -> bool:
     return bool(skills if skills is not None else getattr(container, "skills", None))
 
 
+@functools.cache
+def _plain_stream_takes_output_format() -> bool:
+    from anthropic.resources.messages import Messages
+
+    return "output_format" in inspect.signature(Messages.stream).parameters
+
+
+def _beta_only_output_format(value: Any) -> bool:
+    """Before anthropic 0.77 the plain `messages.stream` takes no `output_format` (0.73 to 0.76
+    have it only on the beta manager): refused in a run with the fix, where outside one the SDK
+    raises its own `TypeError`."""
+    return not _plain_stream_takes_output_format()
+
+
+_BETA_ONLY = (
+    "this anthropic release's plain `messages.stream` takes no `output_format` (it has it, and "
+    "`messages.parse`, from anthropic 0.77.0; `beta.messages.stream` and `beta.messages.parse` "
+    "from 0.73.0): call the beta helper, or upgrade anthropic"
+)
+
 REFUSED_ARGUMENTS: tuple[RefusedArgument, ...] = (
     RefusedArgument(_TOOL_SURFACES, "mcp_servers", any_value, _SERVER_ACTS),
     RefusedArgument(_TOOL_SURFACES, "container", _has_skills, _SERVER_ACTS),
+    RefusedArgument(("messages.stream",), "output_format", _beta_only_output_format, _BETA_ONLY),
 )
 
 # Tool types a run allows: custom tools, the read-only server tools, and the tools your own code

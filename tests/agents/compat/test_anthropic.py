@@ -15,6 +15,7 @@ import pytest
 from pyrula.agents import AgentContext, UnjournaledSurface, agent
 from pyrula.agents.compat import AsyncAnthropic, journaled
 from pyrula.agents.compat import anthropic as compat
+from pyrula.errors import SurfaceUnavailable
 from pyrula.runtime.metering import Usage, prices
 from tests.agents.compat.support import (
     anthropic_dropin,
@@ -23,8 +24,8 @@ from tests.agents.compat.support import (
     park_and_resume,
     store_bytes,
 )
-from tests.fakes.anthropic_api import ANSWER, MSG, upstream
-from tests.fakes.provider import ANTHROPIC_LIB, Upstream, json_reply
+from tests.fakes.anthropic_api import ANSWER, MSG, anthropic_sse, upstream
+from tests.fakes.provider import ANTHROPIC_LIB, Upstream, json_reply, sse_reply
 from tests.runtime.support import run_to_rest
 
 _MAJOR = int(anthropic.__version__.split(".")[0])
@@ -101,8 +102,9 @@ SURFACE_CALLS = [
 @pytest.mark.parametrize("call", SURFACE_CALLS, ids=lambda f: f.__name__.strip("_"))
 def test_live_then_replay_gives_the_same_result(call):
     probe = anthropic_dropin(upstream())
-    if call in (_parse, _beta_parse) and not hasattr(probe.messages, "parse"):
-        pytest.skip(f"anthropic {anthropic.__version__} has no messages.parse")
+    resource = probe.beta.messages if call is _beta_parse else probe.messages
+    if call in (_parse, _beta_parse) and not hasattr(resource, "parse"):
+        pytest.skip(f"anthropic {anthropic.__version__} has no parse there")
     if call is _dream and not hasattr(probe.beta, "dreams"):
         pytest.skip(f"anthropic {anthropic.__version__} has no beta.dreams")
     stub = upstream()
@@ -275,6 +277,47 @@ def test_a_client_with_middleware_is_refused_in_a_run():
 
     stub, caught = _in_run(call, "anthropic_middleware")
     assert stub.seen == [] and len(caught) == 1 and "middleware" in str(caught[0])
+
+
+def _plain_stream_takes_output_format() -> bool:
+    stream = anthropic.resources.messages.AsyncMessages.stream
+    return "output_format" in inspect.signature(stream).parameters
+
+
+async def _stream_parsed(c: Any) -> Any:
+    async with c.messages.stream(**MSG, output_format=Answer) as stream:
+        final = await stream.get_final_message()
+    return [final, final.parsed_output]
+
+
+def test_an_output_format_stream_is_journaled_where_the_plain_manager_takes_it():
+    """anthropic 0.77 and later: `messages.stream(output_format=...)` is the SDK's manager over
+    one journaled call; a resume rebuilds the parsed message with nothing sent."""
+    if not _plain_stream_takes_output_format():
+        pytest.skip(f"anthropic {anthropic.__version__}: only the beta managers take it")
+    stub = Upstream(ANTHROPIC_LIB, lambda request: sse_reply(anthropic_sse(ANSWER)))
+    results: list[Any] = []
+
+    async def body(ctx: AgentContext) -> None:
+        results.append(dumped(await _stream_parsed(anthropic_dropin(stub))))
+
+    park_and_resume(body, "anthropic_stream_output_format")
+    assert len(stub.seen) == 1 and results[0] == results[1]
+    assert results[0][1] == {"answer": "Pong."}
+
+
+def test_where_only_beta_takes_output_format_the_plain_helpers_are_refused_in_a_run():
+    """anthropic 0.73 to 0.76: only `beta.messages.stream` / `beta.messages.parse` take
+    `output_format`. In a run the plain stream with it is refused before anything is sent, naming
+    the beta helper; `messages.parse` does not exist there and says which release brings it."""
+    if _plain_stream_takes_output_format():
+        pytest.skip(f"anthropic {anthropic.__version__}: the plain stream takes output_format")
+    stub, caught = _in_run(_stream_parsed, "anthropic_stream_beta_only")
+    assert stub.seen == [] and len(caught) == 1
+    assert "`messages.stream(output_format=...)`" in str(caught[0])
+    assert "beta.messages.stream" in str(caught[0]) and "0.77.0" in str(caught[0])
+    with pytest.raises(SurfaceUnavailable, match=r"needs anthropic 0\.77\.0 or later"):
+        anthropic_dropin(stub).messages.parse  # noqa: B018
 
 
 # -- conversion, copies, clouds ----------------------------------------------------------------
