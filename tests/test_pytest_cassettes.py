@@ -135,3 +135,125 @@ def test_pruning_unused_recordings_rewrites_the_tests_file(pytester, project):
     (entry,) = json.loads(path.read_text())["exchanges"]
     assert entry["request"]["compared"]["messages"][0]["content"] == "alpha"
     pytester.runpytest("-k", "alpha").assert_outcomes(passed=1)
+
+
+# A stand-in whose replies carry the headers a real provider's change on every call: `date`
+# and `server` come from the environment, so each run can answer with other values.
+STAMPED = """
+import json, os
+import pytest
+from tests.fakes.openai_api import chat_completion, chat_sse, openai_client
+from tests.fakes.provider import OPENAI_LIB, Upstream, ask, json_reply, sse_reply
+
+def reply(request):
+    body = json.loads(request.content)
+    answer = os.environ.get("ANSWER", "answer to ") + body["messages"][-1]["content"]
+    if body.get("stream"):
+        status, headers, frames = sse_reply(chat_sse(answer))
+    else:
+        status, headers, frames = json_reply(chat_completion(answer))
+    stamp = {"date": os.environ["STAND_IN_DATE"], "server": os.environ["STAND_IN_SERVER"]}
+    return status, {**headers, **stamp}, frames
+
+def client():
+    return openai_client(Upstream(OPENAI_LIB, reply))
+
+@pytest.mark.pyrula
+def test_plain():
+    raw = client().chat.completions.with_raw_response.create(model="m", messages=ask("a"))
+    assert raw.headers["date"] == os.environ["STAND_IN_DATE"]
+    assert raw.headers["server"] == os.environ["STAND_IN_SERVER"]
+
+@pytest.mark.pyrula
+def test_stream():
+    with client().chat.completions.with_streaming_response.create(
+        model="m", messages=ask("s"), stream=True
+    ) as raw:
+        assert raw.headers["date"] == os.environ["STAND_IN_DATE"]
+        assert list(raw.parse())
+"""
+
+
+def _stamp(monkeypatch, date: str, server: str) -> None:
+    monkeypatch.setenv("STAND_IN_DATE", date)
+    monkeypatch.setenv("STAND_IN_SERVER", server)
+
+
+def test_re_recording_an_unchanged_test_leaves_its_cassette_file_byte_for_byte(
+    pytester, sample_project, monkeypatch
+):
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_chat.py").write_text(STAMPED)
+    _git(pytester.path, "init", "-q", "-b", "main")
+    first = "Mon, 01 Dec 2025 09:00:00 GMT"
+    _stamp(monkeypatch, first, "stand-in/1")
+    pytester.runpytest("--pyrula-record-mode=once", "-p", "no:randomly").assert_outcomes(passed=2)
+    _git(pytester.path, "add", "-A")
+    _git(pytester.path, "commit", "-q", "-m", "recorded")
+    folder = pytester.path / "tests" / "cassettes"
+    assert first in (folder / "test_chat" / "test_plain.json").read_text()
+
+    # The same replies a year later, from another server: re-recorded, not one byte changes.
+    _stamp(monkeypatch, "Tue, 01 Dec 2026 10:00:00 GMT", "stand-in/2")
+    result = pytester.runpytest("--pyrula-record-mode=all", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    _git(pytester.path, "diff", "--exit-code", "--", str(folder))  # check=True: a diff fails
+    assert _git(pytester.path, "status", "--porcelain", "--untracked-files=all") == ""
+
+    # Replayed, the SDK gets the headers the file keeps: those of the first recording, from
+    # the cache and from a fresh clone's files alike.
+    _stamp(monkeypatch, first, "stand-in/1")
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=2)
+    clone = pytester.path.parent / "fresh-clone"
+    _git(pytester.path.parent, "clone", "-q", str(pytester.path), str(clone))
+    pytester.runpytest(str(clone), "--rootdir", str(clone), "-p", "no:randomly").assert_outcomes(
+        passed=2
+    )
+
+    # A reply that did change is re-recorded: its entry, stamps and all, and only that.
+    monkeypatch.setenv("ANSWER", "a new answer to ")
+    _stamp(monkeypatch, "Wed, 02 Dec 2026 10:00:00 GMT", "stand-in/2")
+    pytester.runpytest("--pyrula-record-mode=all", "-p", "no:randomly").assert_outcomes(passed=2)
+    diff = _git(pytester.path, "diff", "--", str(folder))
+    assert '+        ["date", "Wed, 02 Dec 2026 10:00:00 GMT"],' in diff
+    assert "a new answer to a" in diff and "a new answer to " in diff
+
+
+# Tests that share one named cassette, and so one file: under pytest-xdist, several workers
+# record into it at once.
+SHARED = """
+import json, os
+import pytest
+from tests.fakes.openai_api import chat_completion, openai_client
+from tests.fakes.provider import OPENAI_LIB, Upstream, ask, json_reply
+
+def reply(request):
+    question = json.loads(request.content)["messages"][-1]["content"]
+    return json_reply(chat_completion("answer to " + question))
+
+@pytest.mark.parametrize("n", range(40))
+@pytest.mark.pyrula(name="shared", mode=os.environ.get("SHARED_MODE", "new_episodes"))
+def test_shared(n):
+    client = openai_client(Upstream(OPENAI_LIB, reply))
+    out = client.chat.completions.create(model="m", messages=ask(f"q{n}"))
+    assert out.choices[0].message.content == f"answer to q{n}"
+"""
+
+
+@pytest.mark.slow
+def test_four_xdist_workers_recording_into_one_file_lose_no_recording(
+    pytester, sample_project, monkeypatch
+):
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / "test_shared.py").write_text(SHARED)
+    pytester.runpytest_subprocess("-n", "4", "-p", "no:randomly").assert_outcomes(passed=40)
+    path = pytester.path / "tests" / "cassettes" / "test_shared" / "shared.json"
+    entries = json.loads(path.read_text())["exchanges"]
+    asked = sorted(e["request"]["compared"]["messages"][0]["content"] for e in entries)
+    assert asked == sorted(f"q{n}" for n in range(40))
+    # The file alone replays every test, offline, on four workers again.
+    (pytester.path / ".pyrula").rename(pytester.path / "old-cache")
+    monkeypatch.setenv("SHARED_MODE", "none")
+    pytester.runpytest_subprocess("-n", "4", "-p", "no:randomly").assert_outcomes(passed=40)

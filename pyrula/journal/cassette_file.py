@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from pyrula.errors import CassetteFileError
-from pyrula.journal import file_ahead
+from pyrula.journal import cassette_lock, file_ahead, steady
 from pyrula.journal.blobs import request_ref
 from pyrula.journal.exchanges import RECORD_FORMAT, ExchangeRecord, Exchanges, StoredExchange
 from pyrula.journal.keys import cassette_key, namespace_prefix, split_key
@@ -133,7 +133,13 @@ def _trusted(note: bytes | None, stat: tuple[int, int, int, int] | None) -> bool
 def sync(store: Store, name: str, path: Path) -> bool:
     """Make the store's records of cassette `name` those of the file at `path` (none when it is
     missing), and its file hold what the cache took in without it (`file_ahead`); return
-    whether the records had to be rebuilt (the file changed since the last time)."""
+    whether the records had to be rebuilt (the file changed since the last time). Under the
+    cassettes' lock (`cassette_lock`), as `save`."""
+    with cassette_lock.held(store, path):
+        return _sync(store, name, path)
+
+
+def _sync(store: Store, name: str, path: Path) -> bool:
     with store.read() as txn:  # one look at the meta table for both notes
         note = txn.get(_META + name.encode(), db=store.meta_db)
         note = None if note is None else bytes(note)
@@ -146,7 +152,7 @@ def sync(store: Store, name: str, path: Path) -> bool:
     if rebuilt:  # the file changed too: it wins where it holds the same key
         held = {key for key, _ in exchanges.scan(namespace_prefix(name))}
         exchanges.restore([item for item in recovered if item.key not in held])
-    save(store, name, path)
+    _save(store, name, path)
     if recovered:
         log.warning(
             "cassette %s: wrote %d recording(s) a stopped process left out of its file into %s",
@@ -185,7 +191,16 @@ def _follow(store: Store, name: str, path: Path, note: bytes | None) -> bool:
 
 def save(store: Store, name: str, path: Path) -> None:
     """Write cassette `name`'s records to `path` atomically (delete the file when there are
-    none), and note its digest so the next open finds the cache current."""
+    none), and note its digest so the next open finds the cache current. A recording whose
+    reply is the one the file already holds for its key (`steady.key`) keeps the file's entry, and
+    the cache takes it back, so a re-recording that changed nothing leaves the file as it was.
+    Under the cassettes' lock (`cassette_lock`): another process's save waits, then reads the
+    records this one wrote and the ones it made meanwhile."""
+    with cassette_lock.held(store, path):
+        _save(store, name, path)
+
+
+def _save(store: Store, name: str, path: Path) -> None:
     exchanges = Exchanges(store)
     keys = [key for key, _ in exchanges.scan(namespace_prefix(name))]
     entries = [
@@ -194,21 +209,47 @@ def save(store: Store, name: str, path: Path) -> None:
     ]
     if not entries:
         path.unlink(missing_ok=True)
-        _noted(store, name, _ABSENT)
+        _noted(store, name, _ABSENT, keys)
         return
+    kept = _keep_steady(entries, path, name)
+    if kept:
+        exchanges.restore(kept)
     data = dumps({"pyrula_cassette": FILE_FORMAT, "exchanges": entries}).encode("utf-8")
     _write_atomically(path, data)
-    _noted(store, name, _note(file_digest(data), file_stat(path), time.time_ns()))
+    _noted(store, name, _note(file_digest(data), file_stat(path), time.time_ns()), keys)
 
 
-def _noted(store: Store, name: str, note: bytes) -> None:
-    """After the file was written from the cache: it holds every recording, none is ahead."""
+def _noted(store: Store, name: str, note: bytes, keys: list[bytes]) -> None:
+    """After the file was written from the cache: it holds the recordings under `keys`, which
+    are no longer ahead of it (one another process committed since stays noted)."""
 
     def write(txn: Txn) -> None:
         txn.put(_META + name.encode(), note, db=store.meta_db)
-        file_ahead.clear(txn, store.meta_db, name)
+        file_ahead.clear(txn, store.meta_db, name, set(keys), store.exchanges_db)
 
     store.write(write)
+
+
+def _keep_steady(entries: list[dict[str, Any]], path: Path, name: str) -> list[StoredExchange]:
+    """Put back in `entries` each entry of the file at `path` that differs from the new one
+    under its key only in when it was made (`steady.key`); return those, as records, for the
+    cache to take back (none when there is no readable file)."""
+    try:
+        document = json.loads(path.read_bytes())
+        old = {(e["fingerprint"], e["occurrence"]): e for e in document["exchanges"]}
+    except (OSError, ValueError, RecursionError, TypeError, KeyError):
+        return []  # no file, or one to be replaced whole
+    kept = []
+    for index, entry in enumerate(entries):
+        found = old.get((entry["fingerprint"], entry["occurrence"]))
+        if found is None or found == entry or steady.key(found) != steady.key(entry):
+            continue
+        try:
+            kept.append(_stored(found, name))
+        except (ValueError, TypeError, KeyError):
+            continue  # an entry this Pyrula cannot read is not put back
+        entries[index] = found
+    return kept
 
 
 def _stored_now(exchanges: Exchanges, keys: Iterable[bytes]) -> list[StoredExchange]:

@@ -10,7 +10,7 @@ writes those recordings into its file (`cassette_file.sync`).
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+from collections.abc import Collection, Container, Iterable
 from typing import Any
 
 from pyrula.journal.keys import namespace_prefix, split_key
@@ -46,9 +46,20 @@ def keys_ahead(txn: Txn, meta_db: Any, name: str) -> list[bytes]:
     return [prefix + tail for tail in _split(bytes(noted or b""))]
 
 
-def clear(txn: Txn, meta_db: Any, name: str) -> None:
-    """In the transaction that notes cassette `name`'s file as written from the store."""
-    txn.delete(_AHEAD + name.encode(), db=meta_db)
+def clear(txn: Txn, meta_db: Any, name: str, written: Collection[bytes], exchanges_db: Any) -> None:
+    """In the transaction that notes cassette `name`'s file as written from the store with the
+    recordings under `written`: those are no longer ahead of it, nor is one deleted since. One
+    another process committed after the file's recordings were read stays noted."""
+    prefix = namespace_prefix(name)
+    left = [
+        key
+        for key in keys_ahead(txn, meta_db, name)
+        if key not in written and txn.get(key, db=exchanges_db) is not None
+    ]
+    if left:
+        txn.put(_AHEAD + name.encode(), b"".join(key[len(prefix) :] for key in left), db=meta_db)
+    else:
+        txn.delete(_AHEAD + name.encode(), db=meta_db)
 
 
 def _split(noted: bytes) -> list[bytes]:
