@@ -16,7 +16,14 @@ import pydantic
 import pytest
 from google.genai import errors, types
 
-from pyrula.agents import AgentContext, ReplayInputChanged, UnjournaledSurface, agent, tool
+from pyrula.agents import (
+    AgentContext,
+    AgentLimits,
+    ReplayInputChanged,
+    UnjournaledSurface,
+    agent,
+    tool,
+)
 from pyrula.agents.compat import genai
 from pyrula.journal.store import open_store
 from pyrula.runtime.client import answer
@@ -569,6 +576,35 @@ def test_an_automatic_continuation_replays_every_hop_with_nothing_sent():
     assert len(stub.seen) == 2 and results[0] == results[1]
     done = [e.payload for e in handle.events() if e.type == "llm:done"]
     assert [d["position"] for d in done] == ["main/llm0", "main/llm1"]  # one per hop
+
+
+def test_each_continuation_hop_counts_as_a_call_toward_max_llm_calls():
+    """docs/compat-genai.md: a hop is a journaled call of its own, held to the caps before it is
+    sent, so `max_llm_calls=1` stops a continued call after its first hop, which stays
+    journaled."""
+    if not genai_continues():
+        pytest.skip("this google-genai has no automatic continuation")
+    token = base64.b64encode(b"resume-here").decode()
+
+    def reply(request: Any) -> Any:
+        if "continuationToken" not in request.content.decode():
+            return json_reply(response("Part one", finish="CONTINUATION", continuationToken=token))
+        return json_reply(response(" and part two."))
+
+    stub = upstream(reply)
+
+    @agent(name="genai_continuation_capped", limits=AgentLimits(max_llm_calls=1))
+    async def capped(ctx: AgentContext) -> Any:
+        config = {"automatic_continuation": True}
+        client = make_client(stub)
+        return await client.aio.models.generate_content(model=MODEL, contents="x", config=config)
+
+    handle = run_to_rest(capped)
+    assert handle.record.status == "budget_exceeded"
+    assert handle.record.error is not None and handle.record.error["limit"] == "max_llm_calls"
+    assert len(stub.seen) == 1  # the second hop was never sent
+    done = [e.payload["position"] for e in handle.events() if e.type == "llm:done"]
+    assert done == ["main/llm0"]
 
 
 def genai_continues() -> bool:
