@@ -140,9 +140,11 @@ CHAT = {"model": "gpt-6-luna", "messages": [{"role": "user", "content": "Ping?"}
 RESP = {"model": "gpt-6-luna", "input": "Ping?"}
 
 
-def openai_dropin(stub: Upstream) -> AsyncOpenAI:
-    """The async OpenAI drop-in sending to `stub`."""
-    return openai_client(stub, cls=AsyncOpenAI, journaled=False, api_key="sk-unused", max_retries=0)
+def openai_dropin(stub: Upstream, **kw: Any) -> AsyncOpenAI:
+    """The async OpenAI drop-in sending to `stub` (`kw` go to the client)."""
+    return openai_client(
+        stub, cls=AsyncOpenAI, journaled=False, api_key="sk-unused", max_retries=0, **kw
+    )
 
 
 def openai_sync_dropin(stub: Upstream) -> OpenAI:

@@ -9,11 +9,12 @@ from typing import Any
 
 import pytest
 
-from pyrula.agents import AgentContext, AgentLimits, agent
+from pyrula.agents import AgentContext, AgentLimits, LLMRate, agent
 from pyrula.agents.compat.openai import AzureOpenAI
 from pyrula.errors import BudgetExceeded
 from pyrula.workflows import WorkflowContext, workflow
 from tests.agents.compat.support import azure_dropin, llm_done, openai_dropin
+from tests.fakes.clock import SkippingClock
 from tests.fakes.openai_api import chat_completion, chat_sse
 from tests.fakes.provider import OPENAI_LIB, Upstream, json_reply, sse_reply
 from tests.runtime.support import run_to_rest
@@ -36,8 +37,8 @@ def _stub() -> Upstream:
     return Upstream(OPENAI_LIB, reply)
 
 
-def _client(stub: Upstream, azure: bool) -> Any:
-    return azure_dropin(stub) if azure else openai_dropin(stub)
+def _client(stub: Upstream, azure: bool, **kw: Any) -> Any:
+    return azure_dropin(stub, **kw) if azure else openai_dropin(stub, **kw)
 
 
 def _image_question(**kw: Any) -> dict[str, Any]:
@@ -102,6 +103,32 @@ def test_an_abandoned_stream_counts_an_image_at_the_openai_bound(name):
     assert done["estimated"] and done["abandoned_at"] == "main/llm0"
     # The image's bound, the question's few tokens and the output cap; not 200,000.
     assert bound + _MAX_TOKENS <= done["total_tokens"] <= bound + _MAX_TOKENS + 200
+
+
+@pytest.mark.parametrize(
+    ("name", "tokens_per_minute", "waits"),
+    [("openai", 4_000, False), ("azure", 4_000, True), ("azure", 100_000, False)],
+)
+def test_a_rate_limit_slot_is_charged_an_image_at_the_openai_bound(name, tokens_per_minute, waits):
+    azure, _bound = _CLIENTS[name]
+    clock = SkippingClock()
+    key = f"media-{name}-{tokens_per_minute}"
+    rate = LLMRate(tokens_per_minute=tokens_per_minute, key=key, clock=clock)
+    stub = _stub()
+
+    @agent(name=f"openai_image_rate_{name}_{tokens_per_minute}")
+    async def body(ctx: AgentContext) -> None:
+        client = _client(stub, azure, rate_limit=rate)
+        for _ in range(2):  # a stream keeps the estimate it was charged
+            stream = await client.chat.completions.create(**_image_question(stream=True))
+            async for _chunk in stream:
+                pass
+
+    handle = run_to_rest(body)
+    assert handle.record.status == "completed", handle.events()[-1].payload
+    # Two calls of about 1,600 tokens fit in 4,000 a minute; two of about 48,300 (an Azure
+    # deployment, at the largest bound) only in 100,000. By their bytes, 200,000 each, neither.
+    assert len(stub.calls) == 2 and bool(clock.waits) is waits
 
 
 def test_a_pdf_on_azure_counts_each_page_at_its_text_and_the_largest_image_bound():
