@@ -17,7 +17,7 @@ import pytest
 
 from pyrula.errors import RunNotFound
 from pyrula.journal.store import Store
-from pyrula.runtime import RunStore, cancel, submit
+from pyrula.runtime import RunStore, answer, cancel, fork, submit
 from pyrula.runtime.fact_log import read_logged
 from pyrula.workflows import WorkflowContext, workflow
 from tests.fakes.clock import wait_until
@@ -88,6 +88,7 @@ def durable(setup: Setup, run_id: str, kind: str) -> list[dict[str, Any]]:
     return [by_seq[seq].payload for seq in sorted(by_seq) if by_seq[seq].type == kind]
 
 
+@pytest.mark.slow
 def test_after_a_sigkill_each_emit_and_signal_is_journaled_once(setup):
     """Emit, signal, emit, then a step the worker is killed inside. A second worker resumes the
     run: it replays the two emits and the signal (writing and sending nothing again), runs the
@@ -124,6 +125,7 @@ def test_after_a_sigkill_each_emit_and_signal_is_journaled_once(setup):
     assert len(setup.events(setup.target, "signal")) == 1
 
 
+@pytest.mark.slow
 def test_a_cancel_while_a_killed_run_waits_for_its_next_worker_ends_it_without_repeats(setup):
     """A cancel asked while no worker holds the run is seen before the body is entered again:
     the next attempt ends cancelled, and no emit, signal or step runs again."""
@@ -139,6 +141,7 @@ def test_a_cancel_while_a_killed_run_waits_for_its_next_worker_ends_it_without_r
     assert setup.started() == {"start 0": 1}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("after", [["emit", "send"], ["send", "emit"]])
 def test_a_cancel_during_a_step_stops_the_run_at_the_next_emit_or_signal(setup, after):
     """A step in flight when the cancel arrives finishes and is journaled; the emit or signal
@@ -200,8 +203,7 @@ async def waits_for_poke_here(ctx: WorkflowContext) -> Any:
 
 @pytest.mark.usefixtures("each_backend")
 def test_a_resumed_run_replays_its_emit_and_signal_without_writing_them_again():
-    from pyrula.runtime import answer
-
+    """Parked after its emit and signal, then answered: the next attempt replays both."""
     store = new_store()
     target = submit(waits_for_poke_here, store=store)
     drive(store)
@@ -215,4 +217,23 @@ def test_a_resumed_run_replays_its_emit_and_signal_without_writing_them_again():
     assert (record.status, record.result, record.attempt) == ("completed", "yes", 2)
     kinds = Counter(e.type for e in journal.events(handle.id))
     assert (kinds["emit"], kinds["signal:sent"]) == (1, 1)
+    assert [e.type for e in journal.events(target.id)].count("signal") == 1
+
+
+@pytest.mark.usefixtures("each_backend")
+def test_a_fork_past_a_signal_replays_it_and_sends_nothing_again():
+    """A what-if branch seeded past the emit and the send replays both: the target still has
+    one signal, and the branch goes live only from the question on."""
+    store = new_store()
+    target = submit(waits_for_poke_here, store=store)
+    drive(store)
+    handle = submit(emits_then_asks, target.id, store=store)
+    drive(store)
+    journal = RunStore(store)
+    sent = next(e for e in journal.events(handle.id) if e.type == "signal:sent")
+    branch = fork(handle.id, sent.seq, store=store)
+    drive(store)
+    assert journal.get(branch.id).status == "parked"  # it asks its question live
+    kinds = Counter(e.type for e in journal.events(branch.id))
+    assert (kinds["emit"], kinds["signal:sent"], kinds["interrupt"]) == (1, 1, 1)
     assert [e.type for e in journal.events(target.id)].count("signal") == 1
