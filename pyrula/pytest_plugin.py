@@ -255,15 +255,20 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         for name in sorted({name for _, name in unused}):
             count = sum(1 for _, n in unused if n == name)
             terminalreporter.write_line(f"  {name}: {count}")
-        if state.prune and exitstatus == 0:
+        if exitstatus == 0 and state.prune:
             owners = {c.name: c for c in state.cassettes}
             for name in {name for _, name in unused}:
                 owners[name].prune(key for key, n in unused if n == name)
-        elif state.prune:
-            # A failing test may not have reached its calls yet: pruning now could lose them.
-            terminalreporter.write_line("  (not pruned: some tests failed)")
-        else:
+        elif exitstatus == 0:
             terminalreporter.write_line("  (delete them with --pyrula-prune-unused)")
+        else:
+            # A failing test may not have reached its calls, and a replay miss is compared with
+            # these: deleting them now could lose what the user needs to re-record or compare.
+            verb = "not pruned" if state.prune else "kept"
+            terminalreporter.write_line(
+                f"  ({verb}: some tests failed, and a replay miss compares with these; "
+                "--pyrula-prune-unused deletes only on a run where every test passes)"
+            )
     if stale:
         terminalreporter.write_line(
             f"{len(stale)} recording(s) older than {state.max_age_days:g} days; "

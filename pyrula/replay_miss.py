@@ -8,7 +8,7 @@ import time
 from pyrula.errors import ReplayMiss
 from pyrula.fingerprints import Canonical, RequestParts, nearest
 from pyrula.journal.exchanges import Exchanges
-from pyrula.journal.keys import cassette_key, namespace_prefix
+from pyrula.journal.keys import cassette_key, namespace_prefix, split_key
 
 
 def explain_miss(
@@ -31,8 +31,8 @@ def explain_miss(
         )
     recorded = list(exchanges.scan(namespace_prefix(name)))
     candidates = (
-        (record, exchanges.request(record).get("compared", {}))
-        for _key, record in recorded
+        ((key, record), exchanges.request(record).get("compared", {}))
+        for key, record in recorded
         if record.surface == canonical.surface
     )
     best = nearest(canonical.compared, candidates)
@@ -42,16 +42,25 @@ def explain_miss(
         )
     if best is None:
         return ReplayMiss(f"cassette {name!r} has no recorded {where} request. {fix}")
-    record, differences = best
+    (key, record), differences = best
     age = _age(record.recorded_at)
     lines = "\n".join(f"  - {d}" for d in differences)
     return ReplayMiss(
         f"cassette {name!r} has no recording of this {where} request.\n"
-        f"The nearest recorded one ({record.id[:12]}, recorded {age}) differs in:\n{lines}\n"
-        f"{fix}",
+        f"The nearest recorded one ({_named(key)}, recorded {age}) differs in:\n"
+        f"{lines}\n{fix}",
         nearest=record.id,
         diffs=differences,
     )
+
+
+def _named(key: bytes) -> str:
+    """How a person finds the recording under `key` in its cassette: its fingerprint's first 12
+    hex digits, as a text cassette's entry holds it whole, and its occurrence past the first
+    (not the record's id: that is its cache's, which a text cassette's file does not hold)."""
+    _name, fingerprint, occurrence = split_key(key)
+    found = f"fingerprint {fingerprint[:12]}"
+    return f"{found}, occurrence {occurrence}" if occurrence else found
 
 
 def _age(timestamp: float) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import subprocess
 
 import pytest
@@ -135,6 +136,28 @@ def test_pruning_unused_recordings_rewrites_the_tests_file(pytester, project):
     (entry,) = json.loads(path.read_text())["exchanges"]
     assert entry["request"]["compared"]["messages"][0]["content"] == "alpha"
     pytester.runpytest("-k", "alpha").assert_outcomes(passed=1)
+
+
+def test_a_miss_names_what_grep_finds_in_the_file_and_that_run_never_prunes(pytester, project):
+    pytester.runpytest("-k", "alpha", "--pyrula-record-mode=once").assert_outcomes(passed=1)
+    folder = project / "tests" / "cassettes"
+    recorded = (folder / "test_chat" / "test_alpha.json").read_bytes()
+    suite = (project / "tests" / "test_chat.py").read_text()
+    (project / "tests" / "test_chat.py").write_text(suite.replace('"alpha"', '"alpha, reworded"'))
+    result = pytester.runpytest("-k", "alpha")
+    result.assert_outcomes(failed=1)
+    output = result.stdout.str()
+    (named,) = re.findall(r"The nearest recorded one \(fingerprint ([0-9a-f]{12}),", output)
+    found = subprocess.run(["grep", "-rl", named, str(folder)], capture_output=True, text=True)
+    assert found.stdout.splitlines() == [str(folder / "test_chat" / "test_alpha.json")]
+    # The unused recording is the one the miss compares with: no advice to delete it...
+    result.stdout.fnmatch_lines(["*1 recording(s) unused*", "*kept: some tests failed*"])
+    assert "delete them with" not in output
+    # ...and asked to, a run with a miss deletes nothing.
+    result = pytester.runpytest("-k", "alpha", "--pyrula-prune-unused")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*not pruned: some tests failed*"])
+    assert (folder / "test_chat" / "test_alpha.json").read_bytes() == recorded
 
 
 # A stand-in whose replies carry the headers a real provider's change on every call: `date`
