@@ -1,4 +1,5 @@
-"""Exchanges a page at a time, straight off the store's key index.
+"""Exchanges a page at a time: straight off the store's key index (`page`), or newest first
+through the time order (`newest_first`, `pyrula.inspection.by_time`).
 
 A page starts where the previous one ended (its cursor is the last key shown) and reads keys in
 order until it has `limit` matches or has looked at `budget` records: a rare filter on a big store
@@ -15,9 +16,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pyrula.fingerprints import provider_of
+from pyrula.inspection.by_time import Cursor, TimeOrder
 from pyrula.inspection.reassemble import reassemble
 from pyrula.inspection.records import Entry
-from pyrula.journal.exchanges import ExchangeRecord, Exchanges
+from pyrula.journal.exchanges import ExchangeRecord, Exchanges, copied_from
 from pyrula.journal.keys import CASSETTE_PREFIX, run_prefix
 
 PAGE_SIZE = 50
@@ -43,7 +45,10 @@ class Query:
         return CASSETTE_PREFIX + self.cassette.encode() if self.cassette else b""
 
     def header_matches(self, record: ExchangeRecord) -> bool:
-        """The filters a record's header answers by itself."""
+        """The filters a record's header answers by itself. A forked run's copy of an exchange
+        another run recorded is listed only for the fork (the run filter)."""
+        if not self.run and copied_from(record) is not None:
+            return False
         if self.surface and self.surface not in (record.surface, provider_of(record.url)):
             return False
         if self.status and not _status_matches(self.status, record.status):
@@ -90,20 +95,110 @@ def page(
     for key, record in exchanges.scan(query.key_prefix(), after=after):
         scanned += 1
         last = key
-        if query.header_matches(record):
-            model = _document_match(exchanges, key, record, query)
-            if model == "" and not query.reads_documents:
-                model = _model_of(exchanges.request(record))  # only for the rows shown
-            if model is not None:
-                found.append(Entry(key, record))
-                models[record.id] = model
-                if len(found) >= limit:
-                    break
+        if _matched(exchanges, key, record, query, found, models) and len(found) >= limit:
+            break
         if scanned >= budget:
             break
     else:
         last = None  # the scan ran off the end: no next page
     return Page(found, last, scanned, models)
+
+
+def _matched(
+    exchanges: Exchanges,
+    key: bytes,
+    record: ExchangeRecord,
+    query: Query,
+    found: list[Entry],
+    models: dict[str, str],
+) -> bool:
+    """Add the record to `found` (its model to `models`) if it matches `query`; whether it did."""
+    if not query.header_matches(record):
+        return False
+    model = _document_match(exchanges, key, record, query)
+    if model == "" and not query.reads_documents:
+        model = _model_of(exchanges.request(record))  # only for the rows shown
+    if model is None:
+        return False
+    found.append(Entry(key, record))
+    models[record.id] = model
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class TimePage:
+    """One page of matches, newest first, with the cursors of the pages on either side."""
+
+    entries: list[Entry]
+    older: Cursor | None  # the next page's `after`; None: nothing older
+    newer: Cursor | None  # the previous page's `before`; None: this is the first page
+    scanned: int  # how many records this page looked at
+    models: dict[str, str]  # record id -> the model asked for
+    arrived: int  # the time order's arrival count when read: live rows are the ones after it
+
+
+def newest_first(
+    order: TimeOrder,
+    query: Query = Query(),
+    *,
+    after: Cursor | None = None,
+    before: Cursor | None = None,
+    limit: int = PAGE_SIZE,
+    budget: int = SCAN_BUDGET,
+) -> TimePage:
+    """Up to `limit` matching exchanges, newest first: the ones recorded before `after` (the
+    newest without it), or with `before` the ones recorded just after it (a previous page).
+
+    A key outside the query's prefix costs a comparison; each other record read counts against
+    `budget`, as in `page`."""
+    arrived = order.refresh()
+    exchanges = order.exchanges
+    prefix = query.key_prefix()
+    found: list[Entry] = []
+    models: dict[str, str] = {}
+    scanned = 0
+    first: Cursor | None = None
+    last: Cursor | None = None
+    ran_off = True
+    for cursor in order.newer(before) if before is not None else order.older(after):
+        first = first or cursor
+        last = cursor
+        if not cursor.key.startswith(prefix):
+            continue
+        got = exchanges.get(cursor.key)
+        scanned += 1
+        matched = got is not None and _matched(exchanges, cursor.key, got[0], query, found, models)
+        if (matched and len(found) >= limit) or scanned >= budget:
+            ran_off = False
+            break
+    older: Cursor | None
+    newer: Cursor | None
+    if before is not None:  # read back from `before`: the newest match last
+        found.reverse()
+        newer = None if ran_off or last is None or order.is_newest(last) else last
+        older = first or before
+    else:
+        older = None if ran_off or last is None or order.is_oldest(last) else last
+        start = first or after
+        newer = None if start is None or order.is_newest(start) else start
+    return TimePage(found, older, newer, scanned, models, arrived)
+
+
+def live_matches(
+    order: TimeOrder, query: Query, arrived: int
+) -> tuple[list[Entry], dict[str, str]]:
+    """The exchanges matching `query` that arrived (new or replaced) after number `arrived`,
+    oldest first (each put on top of the list in turn leaves the newest on top), with their
+    models; `order` must have been refreshed."""
+    exchanges = order.exchanges
+    prefix = query.key_prefix()
+    found: list[Entry] = []
+    models: dict[str, str] = {}
+    for cursor in sorted(order.arrived_after(arrived)):
+        got = exchanges.get(cursor.key) if cursor.key.startswith(prefix) else None
+        if got is not None:
+            _matched(exchanges, cursor.key, got[0], query, found, models)
+    return found, models
 
 
 def _model_of(document: dict[str, Any]) -> str:

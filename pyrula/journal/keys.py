@@ -51,6 +51,17 @@ def run_key(run_id: str, scope: str, index: int) -> bytes:
     return run_prefix(run_id) + scope.encode() + b"\x00" + _U32.pack(index)
 
 
+def run_of(key: bytes) -> str | None:
+    """The run id of a run key (the run that made the model call), or None."""
+    if not key.startswith(RUN_PREFIX):
+        return None
+    run_id, separator, _rest = key[len(RUN_PREFIX) :].partition(b"\x00")
+    try:
+        return run_id.decode() if separator else None
+    except UnicodeDecodeError:
+        return None
+
+
 def describe_key(key: bytes) -> str:
     """A key as a person reads it: `cassette NAME, request FP12…, occurrence N`, `run ID, scope
     S, call N`, or its hex when it fits neither layout."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -12,10 +13,11 @@ from starlette.responses import RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from pyrula.inspection.by_time import TimeOrder
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.store import Store, shown
 from pyrula.runtime import RunStore
-from pyrula.ui import exchanges, runs
+from pyrula.ui import exchanges, live, runs
 from pyrula.ui.access import TokenGate
 
 HERE = Path(__file__).parent
@@ -35,6 +37,7 @@ def create_app(store: Path | str | None = None, *, token: str | None = None) -> 
         try:
             yield
         finally:
+            live.end_streams(app)
             opened.close()
 
     app = Starlette(
@@ -42,6 +45,7 @@ def create_app(store: Path | str | None = None, *, token: str | None = None) -> 
             Route("/", _home),
             *exchanges.routes,
             *runs.routes,
+            *live.routes,
             Mount("/static", StaticFiles(directory=HERE / "static"), name="static"),
         ],
         middleware=[Middleware(TokenGate, token=token)],
@@ -50,5 +54,8 @@ def create_app(store: Path | str | None = None, *, token: str | None = None) -> 
     app.state.store = opened
     app.state.store_path = shown(opened.location)
     app.state.exchanges = Exchanges(opened)
+    app.state.order = TimeOrder(app.state.exchanges)  # the exchange list, newest first
+    app.state.closing = threading.Event()  # set: the live streams end (`live.end_streams`)
+    app.state.live_streams = 0  # how many are open
     app.state.runs = RunStore(opened)
     return app

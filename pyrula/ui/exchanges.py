@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from typing import Any
+from urllib.parse import urlencode
 
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
@@ -12,12 +13,14 @@ from starlette.routing import Route
 
 from pyrula.errors import PyrulaError
 from pyrula.fingerprints import provider_of
+from pyrula.inspection.by_time import Cursor, TimeOrder
 from pyrula.inspection.compare import compare
-from pyrula.inspection.pages import Page, Query, page
+from pyrula.inspection.pages import Query, newest_first, page
 from pyrula.inspection.reassemble import reassemble
 from pyrula.inspection.records import Entry, Loaded, load
 from pyrula.inspection.usage import usage_and_cost
 from pyrula.journal.exchanges import Exchanges
+from pyrula.journal.keys import run_of
 from pyrula.ui.conversation import tool_names, turns
 from pyrula.ui.templating import templates
 
@@ -64,27 +67,36 @@ def query_of(request: Request) -> Query:
 
 def exchange_list(request: Request) -> Response:
     query = query_of(request)
-    after_hex = request.query_params.get("after")
-    try:
-        after = bytes.fromhex(after_hex) if after_hex else None
-    except ValueError:
-        after = None
-    found: Page = page(_exchanges(request), query, after=after)
-    filters = {name: request.query_params.get(name, "") for name in FILTERS}
-    next_params = {k: v for k, v in filters.items() if v}
-    if found.after is not None:
-        next_params["after"] = found.after.hex()
+    params = request.query_params
+    after, before = Cursor.parse(params.get("after")), Cursor.parse(params.get("before"))
+    found = newest_first(_order(request), query, after=after, before=before)
+    filters = {name: params.get(name, "") for name in FILTERS}
+    kept = {k: v for k, v in filters.items() if v}
+    live = {**kept, "since": f"{_order(request).token}:{found.arrived}"}
     return templates.TemplateResponse(
         request,
         "exchanges.html",
         {
             "page": found,
-            "rows": [_row(entry, found.models.get(entry.record.id, "")) for entry in found.entries],
+            "rows": rows_of(found.entries, found.models),
             "filters": filters,
-            "next_params": next_params if found.after is not None else None,
-            "first_page": after is None,
+            "next_params": {**kept, "after": found.older.text()} if found.older else None,
+            "previous_params": {**kept, "before": found.newer.text()} if found.newer else None,
+            "first_page": found.newer is None,
+            "kept": kept,
+            # Only the first page takes new rows at its top (a later page would not show them).
+            "live": f"/live/exchanges?{urlencode(live)}" if found.newer is None else None,
         },
     )
+
+
+def _order(request: Request) -> TimeOrder:
+    found: TimeOrder = request.app.state.order
+    return found
+
+
+def rows_of(entries: list[Entry], models: dict[str, str]) -> list[dict[str, Any]]:
+    return [_row(entry, models.get(entry.record.id, "")) for entry in entries]
 
 
 def _row(entry: Entry, model: str) -> dict[str, Any]:
@@ -93,6 +105,7 @@ def _row(entry: Entry, model: str) -> dict[str, Any]:
     return {
         "key": entry.key.hex(),
         "record": record,
+        "run": run_of(entry.key),
         "surface": f"{record.surface} ({provider})" if provider else record.surface,
         "model": model,
         "path": record.url.split("://", 1)[-1].partition("/")[2],

@@ -75,13 +75,17 @@ def run_list(request: Request) -> Response:
     )
 
 
-def _timeline_context(request: Request, record: RunRecord) -> dict[str, Any]:
+def timeline_context(request: Request, record: RunRecord) -> dict[str, Any]:
+    """What `timeline.html` shows of `record` (from event `after` of the request, if given)."""
     journal = _runs(request)
     after = int(request.query_params.get("after") or 0)
     events = journal.events(record.id, after=after, limit=TIMELINE_EVENTS)
     pending = pending_question(record, events)
     spend = spend_of(events)
+    last_seq = events[-1].seq if events else after
     return {
+        # What the page shows, in one word: the live stream renders again when it moves.
+        "state": f"{record.status}:{record.attempt}:{record.updated_at!r}:{last_seq}",
         "run": record,
         "attempts": attempts(events),
         "spend": spend,
@@ -89,8 +93,8 @@ def _timeline_context(request: Request, record: RunRecord) -> dict[str, Any]:
         "against_caps": against_caps,
         "waiting": waiting(record, time.time()),
         "pending": pending,
-        # Follow the run while it can move on its own; a question waiting for a person is not
-        # refreshed under the person typing the answer.
+        # Follow the run while it can move on its own (`pyrula.ui.live`); a question waiting
+        # for a person is not refreshed under the person typing the answer.
         "live": not finished(record) and pending is None,
         "more": events[-1].seq if len(events) >= TIMELINE_EVENTS else None,
         "after": after,
@@ -105,11 +109,9 @@ def run_detail(request: Request, error: str | None = None, status_code: int = 20
         return templates.TemplateResponse(
             request, "message.html", {"title": "No such run", "message": str(exc)}, status_code=404
         )
-    context = _timeline_context(request, record)
+    context = timeline_context(request, record)
     context["error"] = error
-    fragment = request.headers.get("hx-target") == "timeline"
-    name = "timeline.html" if fragment else "run.html"
-    return templates.TemplateResponse(request, name, context, status_code=status_code)
+    return templates.TemplateResponse(request, "run.html", context, status_code=status_code)
 
 
 async def run_action(request: Request) -> Response:

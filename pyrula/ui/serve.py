@@ -11,9 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import uvicorn
+from starlette.applications import Starlette
 
 from pyrula.errors import UIConfigError
 from pyrula.ui.app import create_app
+from pyrula.ui.live import end_streams
 
 TOKEN_ENV = "PYRULA_UI_TOKEN"
 MIN_TOKEN_CHARS = 16
@@ -79,17 +81,28 @@ def new_token() -> str:
     return secrets.token_urlsafe(24)
 
 
-class _Server(uvicorn.Server):
-    """uvicorn's server, saying where the page is once it listens (`--listen HOST:0`: the port
-    the system chose)."""
+class AppServer(uvicorn.Server):
+    """uvicorn's server for the page's app (`create_app`): when it shuts down it first ends the
+    live streams, which would otherwise hold their connections open (uvicorn waits for every
+    open response before it stops)."""
+
+    def __init__(self, app: Starlette, host: str, port: int) -> None:
+        self.app = app
+        super().__init__(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        end_streams(self.app)
+        await super().shutdown(sockets)
+
+
+class _Server(AppServer):
+    """The page's server, saying where the page is once it listens (`--listen HOST:0`: the
+    port the system chose)."""
 
     def __init__(self, config: UIConfig, open_browser: bool) -> None:
-        self.app = create_app(config.store, token=config.token)
         self.ui = config
         self.open_browser = open_browser
-        super().__init__(
-            uvicorn.Config(self.app, host=config.host, port=config.port, log_level="warning")
-        )
+        super().__init__(create_app(config.store, token=config.token), config.host, config.port)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)

@@ -1,10 +1,12 @@
-"""Exchanges a page at a time off the key index: cursors, filters and the scan budget."""
+"""Exchanges a page at a time, off the key index or newest first: cursors, filters, the scan
+budget, and what arrived since a page was read."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from pyrula.inspection.pages import Query, page
+from pyrula.inspection.by_time import TimeOrder
+from pyrula.inspection.pages import Query, TimePage, live_matches, newest_first, page
 from pyrula.journal.exchanges import Exchange, Exchanges
 from pyrula.journal.keys import cassette_key
 from pyrula.journal.store import Store
@@ -76,3 +78,55 @@ def test_a_rare_match_stops_at_the_budget_with_a_cursor_to_look_further(tmp_path
         assert found.scanned <= 5
         rest += found.entries
     assert [e.record.status for e in rest] == [500]
+
+
+def _numbers(found: TimePage) -> list[int]:
+    return [int(entry.record.fingerprint, 16) for entry in found.entries]
+
+
+def test_newest_first_pages_back_and_forth_over_every_exchange(tmp_path: Path) -> None:
+    order = TimeOrder(_fill(tmp_path / "s", 25))
+    first = newest_first(order, limit=10)
+    assert _numbers(first) == list(range(24, 14, -1))
+    assert first.newer is None and first.older is not None
+    second = newest_first(order, after=first.older, limit=10)
+    assert _numbers(second) == list(range(14, 4, -1))
+    last = newest_first(order, after=second.older, limit=10)
+    assert _numbers(last) == [4, 3, 2, 1, 0]
+    assert last.older is None  # nothing older
+    assert last.newer is not None
+    back = newest_first(order, before=last.newer, limit=10)
+    assert _numbers(back) == _numbers(second)
+    assert back.newer is not None
+    top = newest_first(order, before=back.newer, limit=10)
+    assert _numbers(top) == _numbers(first)
+    assert top.newer is None  # back at the first page
+
+
+def test_newest_first_keeps_to_a_cassette_and_counts_only_its_records(tmp_path: Path) -> None:
+    order = TimeOrder(_fill(tmp_path / "s", 12))
+    found = newest_first(order, Query(cassette="alpha"), limit=4)
+    assert _numbers(found) == [11, 9, 7, 5]
+    assert found.scanned == 4  # beta's records were passed over unread
+    rest = newest_first(order, Query(cassette="alpha"), after=found.older, limit=4)
+    assert _numbers(rest) == [3, 1]
+    assert _numbers(newest_first(order, Query(cassette="alpha"), before=rest.newer)) == [
+        11,
+        9,
+        7,
+        5,
+    ]
+
+
+def test_exchanges_recorded_after_a_page_are_the_live_ones(tmp_path: Path) -> None:
+    exchanges = _fill(tmp_path / "s", 4)
+    order = TimeOrder(exchanges)
+    shown = newest_first(order)
+    _fill(tmp_path / "s", 6)  # records 0-3 again (each replaced: a new recording), 4 and 5 new
+
+    order.refresh()
+    found, models = live_matches(order, Query(cassette="beta"), shown.arrived)
+    assert [int(e.record.fingerprint, 16) for e in found] == [0, 2, 4]
+    assert set(models.values()) == {"claude-y", "gpt-x"}
+    assert live_matches(order, Query(), order.refresh())[0] == []  # nothing since
+    assert _numbers(newest_first(order)) == [5, 4, 3, 2, 1, 0]

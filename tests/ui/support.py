@@ -15,9 +15,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import uvicorn
+from playwright.sync_api import Page
+from starlette.applications import Starlette
 
 from pyrula.ui import create_app
+from pyrula.ui.serve import AppServer
+from pyrula.workflows import WorkflowContext, workflow
+from tests.runtime.support import ask, async_openai, chat_upstream
 
 ROOT = Path(__file__).parents[2]
 CHROMIUM = os.environ.get("PYRULA_CHROMIUM", "/usr/bin/chromium")
@@ -29,10 +33,28 @@ INSTALL_HINT = (
 # PYRULA_UPDATE_SCREENSHOTS=1 writes the screenshots into docs/img (what docs/ui.md shows);
 # otherwise they go to the test's tmp folder.
 SCREENSHOTS = ROOT / "docs" / "img"
+UPSTREAM = chat_upstream()
+
+
+@workflow(name="ui_two_calls")
+async def two_calls(ctx: WorkflowContext, ticket: str) -> str:
+    """A run the pages show: two model calls (the second asks about the first's answer) with a
+    step between them."""
+    client = async_openai(UPSTREAM)
+    first = await ask(client, f"summarise {ticket}")
+    await ctx.step("file", lambda: f"filed {ticket}")
+    return await ask(client, f"reply to {first}")
 
 
 def screenshot_dir(tmp_path: Path) -> Path:
     return SCREENSHOTS if os.environ.get("PYRULA_UPDATE_SCREENSHOTS") == "1" else tmp_path
+
+
+def shot(page: Page, tmp_path: Path, name: str) -> None:
+    """Screenshot the whole page as `ui-NAME.png` (see `screenshot_dir`)."""
+    target = screenshot_dir(tmp_path) / f"ui-{name}.png"
+    page.screenshot(path=str(target), full_page=True)
+    assert target.stat().st_size > 0
 
 
 def chromium() -> str:
@@ -44,10 +66,14 @@ def chromium() -> str:
 
 
 @contextmanager
-def served(store: Path, token: str | None = None) -> Iterator[str]:
-    """`pyrula ui` over `store` on a free 127.0.0.1 port, in a thread; yields its base URL."""
-    app = create_app(store, token=token)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+def served(
+    store: Path, token: str | None = None, app: Starlette | None = None
+) -> Iterator[str]:
+    """`pyrula ui` over `store` (or `app`) on a free 127.0.0.1 port, in a thread, by the server
+    `pyrula ui` runs; yields its base URL. Leaving stops it, and fails if it did not stop (a
+    live stream left open would hold it)."""
+    app = app or create_app(store, token=token)
+    server = AppServer(app, "127.0.0.1", 0)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 30
@@ -61,3 +87,4 @@ def served(store: Path, token: str | None = None) -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(30)
+    assert not thread.is_alive(), "the UI server did not stop within 30 s"

@@ -7,42 +7,22 @@ go to docs/img (the pictures in docs/ui.md).
 from __future__ import annotations
 
 import os
+import re
 import signal
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from playwright.sync_api import Page, expect
 
+import pyrula
 from pyrula.journal.store import Store
 from pyrula.runtime import RunStore, submit
-from pyrula.workflows import WorkflowContext, workflow
-from tests.cli.support import STORY
+from tests.cli.support import STORY, Provider, ask, make_client
 from tests.fakes.clock import wait_until
-from tests.runtime.support import (
-    WorkerProcess,
-    ask,
-    async_openai,
-    chat_upstream,
-    run_to_rest,
-)
-from tests.ui.support import screenshot_dir, served
+from tests.runtime.support import WorkerProcess, run_to_rest
+from tests.ui.support import served, shot, two_calls
 
 APP = "tests.runtime.worker_app"
-UPSTREAM = chat_upstream()
-
-
-@workflow(name="ui_two_calls")
-async def two_calls(ctx: WorkflowContext, ticket: str) -> str:
-    client = async_openai(UPSTREAM)
-    first = await ask(client, f"summarise {ticket}")
-    await ctx.step("file", lambda: f"filed {ticket}")
-    return await ask(client, f"reply to {first}")
-
-
-def _shot(page: Page, tmp_path: Path, name: str) -> None:
-    target = screenshot_dir(tmp_path) / f"ui-{name}.png"
-    page.screenshot(path=str(target), full_page=True)
-    assert target.stat().st_size > 0
 
 
 def test_list_filter_open_a_streamed_exchange_and_see_its_text(
@@ -52,7 +32,7 @@ def test_list_filter_open_a_streamed_exchange_and_see_its_text(
         page.goto(url)
         rows = page.locator("table.list tbody tr")
         expect(rows).to_have_count(3)
-        _shot(page, tmp_path, "exchanges")
+        shot(page, tmp_path, "exchanges")
 
         page.fill("input[name=cassette]", "chat-stream")
         page.click("button:has-text('Filter')")
@@ -63,7 +43,7 @@ def test_list_filter_open_a_streamed_exchange_and_see_its_text(
         rows.first.locator("a.id").click()
         expect(page.locator("pre.reply-text")).to_have_text(STORY)
         expect(page.locator(".conversation")).to_contain_text("Tell a story")
-        _shot(page, tmp_path, "exchange")
+        shot(page, tmp_path, "exchange")
 
 
 def test_two_recordings_side_by_side_as_a_diff_of_json_paths(
@@ -83,7 +63,7 @@ def test_two_recordings_side_by_side_as_a_diff_of_json_paths(
         expect(compared).to_contain_text("Ping?")
         expect(compared).to_contain_text("Pong?")
         expect(page.locator("ul.diff").nth(1)).to_contain_text("model")
-        _shot(page, tmp_path, "diff")
+        shot(page, tmp_path, "diff")
 
 
 def test_a_run_killed_mid_step_and_resumed_shows_both_attempts(
@@ -120,7 +100,7 @@ def test_a_run_killed_mid_step_and_resumed_shows_both_attempts(
         # Step 0 finished in the first attempt and was not run again in the second.
         expect(sections.filter(has_text="Attempt 1")).to_contain_text('"s0"')
         expect(sections.filter(has_text="Attempt 2")).not_to_contain_text('"s0"')
-        _shot(page, tmp_path, "run")
+        shot(page, tmp_path, "run")
     assert log.read_text().splitlines() == ["start 0", "done 0", "start 1", "start 1", "done 1"]
 
 
@@ -136,7 +116,7 @@ def test_answer_a_parked_run_with_the_button_and_watch_it_complete(
             page.goto(f"{url}/runs/{handle.id}")
             expect(page.locator("#run-status")).to_have_text("parked")
             expect(page.locator("form.answer")).to_contain_text("proceed?")
-            _shot(page, tmp_path, "parked")
+            shot(page, tmp_path, "parked")
             page.fill("input[name=value]", "yes")
             page.click("button:has-text('Answer')")
             # The page follows the run live: the worker takes it and it completes.
@@ -163,7 +143,41 @@ def test_a_runs_model_calls_add_up_and_link_to_their_exchanges(
         calls = page.locator("tr.ev.llm-done")
         expect(calls).to_have_count(2)
         expect(calls.nth(1)).to_contain_text("2 calls")  # the spend so far, accumulating
-        _shot(page, tmp_path, "run-calls")
+        shot(page, tmp_path, "run-calls")
         calls.nth(0).locator("a:has-text('exchange')").click()
         expect(page.locator(".conversation")).to_contain_text("summarise T-42")
         expect(page.locator("pre.json").last).to_contain_text("answer to summarise T-42")
+
+
+def test_exchanges_list_newest_first_and_page_back_and_forth(page: Page, tmp_path: Path) -> None:
+    store = tmp_path / "many"
+    client = make_client(Provider())
+    for i in range(110):  # one cassette each, so a row says which call it was
+        with pyrula.cassette(f"call-{i:03d}", store=store):
+            ask(client, f"question {i}")
+
+    def shown() -> list[str]:
+        return page.locator("table.list tbody tr td:nth-child(3)").all_inner_texts()
+
+    with served(store) as url:
+        page.goto(url)
+        newest = [f"call-{i:03d}" for i in range(109, 59, -1)]
+        expect(page.locator("table.list tbody tr").first).to_have_text(re.compile("call-109"))
+        assert shown() == newest
+        expect(page.locator("a.previous")).to_have_count(0)  # the first page
+
+        page.click("a.next")
+        expect(page.locator("table.list tbody tr").first).to_contain_text("call-059")
+        assert shown() == [f"call-{i:03d}" for i in range(59, 9, -1)]
+        page.click("a.next")
+        expect(page.locator("table.list tbody tr").first).to_contain_text("call-009")
+        assert shown() == [f"call-{i:03d}" for i in range(9, -1, -1)]
+        expect(page.locator("a.next")).to_have_count(0)  # the oldest: nothing further
+
+        page.click("a.previous")
+        expect(page.locator("table.list tbody tr").first).to_contain_text("call-059")
+        assert shown() == [f"call-{i:03d}" for i in range(59, 9, -1)]
+        page.click("a.previous")
+        expect(page.locator("table.list tbody tr").first).to_contain_text("call-109")
+        assert shown() == newest
+        expect(page.locator("a.previous")).to_have_count(0)
