@@ -338,3 +338,32 @@ def test_a_stream_is_the_sdks_own_and_a_replay_shows_no_live_request_id():
         assert first[:3] == second[:3] == (True, 200, "text/event-stream")
         assert first[3] == "req_live_1" and second[3] is None  # no id of a request not sent
         assert first[4] == second[4] and first[4]
+
+
+def test_a_sync_stream_is_the_sdks_own_and_a_replay_shows_no_live_request_id():
+    import openai
+
+    from tests.fakes.openai_api import chat_sse
+    from tests.fakes.provider import OPENAI_LIB, Upstream
+
+    def reply(request: Any) -> Any:
+        headers = {"content-type": "text/event-stream", "x-request-id": "req_live_1"}
+        return 200, headers, chat_sse("Pong .")
+
+    stub = Upstream(OPENAI_LIB, reply)
+    seen: list[Any] = []
+
+    def read(client: Any) -> Any:
+        with client.chat.completions.create(**CHAT, stream=True) as stream:
+            read = [chunk.model_dump() for chunk in stream]
+        kind = isinstance(stream, openai.Stream)
+        return kind, stream.response.headers.get("x-request-id"), read
+
+    async def body(ctx: AgentContext) -> None:
+        seen.append(await ctx.to_thread(read, openai_sync_dropin(stub)))
+
+    park_and_resume(body, "compat_sync_stream_object")
+    assert len(stub.calls) == 1
+    (live_kind, live_id, live), (kind, replayed_id, replayed) = seen
+    assert live_kind is kind is True and live == replayed and live
+    assert live_id == "req_live_1" and replayed_id is None
