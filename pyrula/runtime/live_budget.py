@@ -101,6 +101,11 @@ class LiveBudget:
         return _MeteredCall(canonical, held)
 
     def _reserve(self, request_bytes: int, meta: dict[str, Any]) -> Reservation:
+        if self.max_usd == 0:  # even a call whose price is not known yet (a deployment's first)
+            raise LiveBudgetExceeded(
+                f"{self.name}: its live budget is $0 (replay only), so this call, which has no "
+                f"recording to replay, was not sent; {self.fix}, or record it first"
+            )
         try:
             return self._budget.reserve(request_bytes, meta)
         except BudgetExceeded as exc:

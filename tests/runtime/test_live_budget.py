@@ -315,3 +315,24 @@ def test_a_journaled_refusal_replays_as_itself():
         rebuilt = rebuild_error(described)
         assert type(rebuilt) is LiveBudgetExceeded and rebuilt.code == "live_budget_exceeded"
     assert str(rebuild_error(describe_error(refusal))) == str(refusal)
+
+
+def test_a_budget_of_zero_sends_nothing_live_even_to_a_deployment_not_priced_yet():
+    # An Azure deployment's first call names no model until its reply does: a run's cost cap
+    # lets it through unpriced; a live budget of $0 means replay only, so it is refused.
+    stub = _upstream()
+    http = stub.http_client(journal={})
+    client = openai.AzureOpenAI(
+        api_key=TEST_KEY,
+        azure_endpoint="http://azure.test",
+        api_version="2024-10-21",
+        http_client=http,
+        max_retries=0,
+    )
+    with (
+        cassette("case", "all", store=None),
+        LiveBudget(0.0, name="replay only") as live,
+        pytest.raises(LiveBudgetExceeded, match=r"replay only: its live budget is \$0"),
+    ):
+        client.chat.completions.create(model="my-deployment", messages=ask("q"))
+    assert stub.calls == [] and live.spent.calls == 0
