@@ -25,6 +25,7 @@ from pyrula.fingerprints import provider_of
 from pyrula.inspection.reassemble import Reassembled
 from pyrula.inspection.records import Entry, Loaded
 from pyrula.journal.exchanges import ExchangeRecord
+from pyrula.journal.keys import run_of
 from pyrula.journal.text import frame_json
 
 # Piped output is not cut to 80 columns: rows stay whole for grep and friends.
@@ -102,6 +103,7 @@ def entry_json(entry: Entry) -> dict[str, Any]:
         "id": record.id,
         "key": entry.key.hex(),
         "namespace": record.namespace,
+        "run": run_of(entry.key),
         "occurrence": entry.occurrence,
         "surface": record.surface,
         "provider": provider_of(record.url),
@@ -128,6 +130,7 @@ class _Column:
     narrow: bool = True  # shown on terminals narrower than _WIDE
     wide: bool = True  # shown on the others
     flexible: bool = False
+    where: bool = False  # the cassette, or the run that journaled the exchange (`_where`)
     keep: Callable[[ExchangeRecord], int] = lambda record: 0
     justify: JustifyMethod = "left"
     style: Callable[[ExchangeRecord], str] = lambda record: ""
@@ -135,7 +138,7 @@ class _Column:
 
 _LS_COLUMNS: tuple[_Column, ...] = (
     _Column("id", lambda r: r.id[:12], style=lambda r: "cyan"),
-    _Column("cassette", lambda r: r.namespace, flexible=True),
+    _Column("cassette/run", lambda r: r.namespace, where=True, flexible=True),
     _Column("surface", surface_label),
     _Column(
         "request",
@@ -163,8 +166,9 @@ _MIN_FLEXIBLE = 10
 def ls_table(entries: Iterable[Entry], width: int) -> Table:
     """One line per exchange, fitted to `width` without wrapping."""
     columns = [c for c in _LS_COLUMNS if (c.wide if width >= _WIDE else c.narrow)]
+    entries = list(entries)
     records = [entry.record for entry in entries]
-    cells = [[recorded(c.cell(r), c.style(r)) for c in columns] for r in records]
+    cells = [[recorded(_cell(c, e), c.style(e.record)) for c in columns] for e in entries]
     natural = [
         max([len(c.header), *(row[i].cell_len for row in cells)]) for i, c in enumerate(columns)
     ]
@@ -186,6 +190,13 @@ def ls_table(entries: Iterable[Entry], width: int) -> Table:
             row[i] = _cut(row[i], widths[i], columns[i].keep(record))
         table.add_row(*row)
     return table
+
+
+def _cell(column: _Column, entry: Entry) -> str:
+    if column.where:
+        run = run_of(entry.key)  # a run's model calls have no cassette: name the run
+        return run if run is not None else entry.record.namespace
+    return column.cell(entry.record)
 
 
 def _cut(text: Text, width: int, keep: int) -> Text:

@@ -52,3 +52,16 @@ def test_a_runs_model_calls_lead_to_their_exchanges():
 
     body = _cli("journal", "show", journaled[0]["exchange"][:12], "--store", store)
     assert "from the body" in body
+
+
+def test_ls_names_the_run_that_journaled_a_call_where_a_cassette_would_be():
+    handle = run_to_rest(followable)
+    store = str(handle.journal.store.path)
+
+    table = _cli("journal", "ls", "--store", store)
+    header, row = table.splitlines()[:2]
+    assert header.split()[1] == "cassette/run"
+    assert row.split()[1] == handle.id
+
+    listed = json.loads(_cli("journal", "ls", "--store", store, "--json"))
+    assert [(row["run"], row["namespace"]) for row in listed] == [(handle.id, "")]
