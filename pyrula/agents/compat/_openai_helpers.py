@@ -34,10 +34,21 @@ class Internal:
     def moved(self) -> bool:
         try:
             found = getattr(importlib.import_module(self.module), self.name)
-            signature = inspect.signature(found)  # a class: its `__init__`'s
-        except (ImportError, AttributeError, TypeError, ValueError):
+        except (ImportError, AttributeError):
             return True
-        return self.parameter not in signature.parameters
+        key = (found, self.parameter)
+        takes = _TAKES.get(key)
+        if takes is None:  # read once per object: a signature costs tens of microseconds
+            try:
+                takes = self.parameter in inspect.signature(found).parameters  # a class: __init__
+            except (TypeError, ValueError):
+                takes = False
+            _TAKES[key] = takes
+        return not takes
+
+
+# Whether an SDK object (as found now) takes a parameter, by the object itself.
+_TAKES: dict[tuple[object, str], bool] = {}
 
 
 _CHAT_STREAM = "openai.lib.streaming.chat"

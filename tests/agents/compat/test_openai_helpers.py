@@ -283,17 +283,29 @@ MOVED = {
 }
 
 
+class _TakesNoParameter:
+    """What a release might put in the place of a manager or a function: it no longer takes
+    the parameter the drop-in needs."""
+
+    def __init__(self, request: Any) -> None:
+        self.request = request
+
+
+@pytest.mark.parametrize("how", ["gone", "changed"])
 @pytest.mark.parametrize("case", sorted(MOVED))
 def test_a_helper_whose_internals_moved_is_refused_in_a_run_naming_the_release(
-    case, monkeypatch
+    case, how, monkeypatch
 ):
     module, name, form = MOVED[case]
     # The SDK's helper keeps the reference it imported, so outside a run it still works.
-    monkeypatch.delattr(importlib.import_module(module), name)
+    if how == "gone":
+        monkeypatch.delattr(importlib.import_module(module), name)
+    else:
+        monkeypatch.setattr(importlib.import_module(module), name, _TakesNoParameter)
     stub = upstream()
     caught: list[UnjournaledSurface] = []
 
-    @agent(name=f"compat_helper_moved_{case}")
+    @agent(name=f"compat_helper_moved_{case}_{how}")
     async def body(ctx: AgentContext) -> None:
         try:
             await form(openai_dropin(stub))
