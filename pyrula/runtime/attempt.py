@@ -48,10 +48,17 @@ def _nothing(txn: Txn) -> None:
 class Park(BaseException):
     """Unwinds the body when the run must wait (an interrupt, a long sleep, a signal)."""
 
-    def __init__(self, reason: str, payload: dict[str, Any], wake_at: float | None = None):
+    def __init__(
+        self,
+        reason: str,
+        payload: dict[str, Any],
+        wake_at: float | None = None,
+        awaits: tuple[str, int] | None = None,
+    ):
         self.reason = reason
         self.payload = payload
         self.wake_at = wake_at
+        self.awaits = awaits  # a signal wait: the signal's name and which of them (0 the first)
         super().__init__(reason)
 
 

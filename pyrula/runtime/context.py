@@ -17,7 +17,7 @@ from pyrula.runtime.calls import current_run, enter_scope, in_scope
 from pyrula.runtime.failures import describe_error, rebuild_error
 from pyrula.runtime.positions import Scope
 from pyrula.runtime.records import to_json_value
-from pyrula.runtime.runstore import Event
+from pyrula.runtime.runstore import PARKED, Event
 
 T = TypeVar("T")
 
@@ -228,7 +228,7 @@ class WorkflowContext:
         arrived = [e for e in attempt.by_type["signal"] if e.payload.get("name") == name]
         if index < len(arrived):
             return arrived[index].payload.get("payload")
-        raise Park("signal", {"name": name})
+        raise Park("signal", {"name": name}, awaits=(name, index))
 
     async def send_signal(self, run_id: str, name: str, payload: Any = None) -> None:
         """Send a signal to another run, once: the signal and this run's `signal:sent` are one
@@ -325,6 +325,18 @@ class ToolContext(WorkflowContext):
     @property
     def within(self) -> str:
         return current_run().scope.within
+
+
+def wake_if_signalled(attempt: Attempt, name: str, index: int) -> None:
+    """After the run parked on `wait_signal(name)` for the `index`-th such signal: wake it now
+    if that signal is in its journal already. A signal delivered while the run was running
+    (after its attempt read the journal) woke nothing; one delivered after the park wakes it."""
+    journal, run_id = attempt.journal, attempt.run.id
+    arrived = [
+        e for e in journal.events(run_id) if e.type == "signal" and e.payload.get("name") == name
+    ]
+    if len(arrived) > index and journal.get(run_id).status == PARKED:
+        journal.update(run_id, wake_at=0.0)
 
 
 def cancelled_error(run_id: str) -> DurableInvocationCancelled:

@@ -75,6 +75,7 @@ class _Outcome:
     wake_at: float | None = None
     # Below the io capture level: the result or whole failure, kept apart (`RunStore.withheld`).
     withheld: dict[str, Any] | None = None
+    awaits: tuple[str, int] | None = None  # parked on a signal wait (`Park.awaits`)
 
 
 def _failed(run: RunRecord, status: str, exc: BaseException) -> _Outcome:
@@ -297,7 +298,7 @@ class Worker:
         # An attempt's machinery (its session, the transport stack, the contexts) loads with
         # the first run this worker executes: a worker that finds none exits without it.
         from pyrula.runtime.attempt import Attempt, HandedOff, Park
-        from pyrula.runtime.context import AgentContext, WorkflowContext
+        from pyrula.runtime.context import AgentContext, WorkflowContext, wake_if_signalled
         from pyrula.transport.core import pop_session, push_session
 
         events, data = await acall(store, _journaled_so_far, journal, run.id)
@@ -340,7 +341,9 @@ class Worker:
                 return
             except Park as park:
                 payload = {"reason": park.reason, **park.payload}
-                outcome = _Outcome(PARKED, "run:parked", payload, wake_at=park.wake_at)
+                outcome = _Outcome(
+                    PARKED, "run:parked", payload, wake_at=park.wake_at, awaits=park.awaits
+                )
             except DurableInvocationCancelled:
                 outcome = _Outcome(CANCELLED, "run:cancelled", {})
             except BudgetExceeded as exc:
@@ -386,6 +389,8 @@ class Worker:
             except (StoreFull, StoreUnavailable) as exc:
                 log_store_down(run, lease, exc)
                 return
+            if outcome.awaits is not None:
+                await acall(store, wake_if_signalled, attempt, *outcome.awaits)
             log_run(outcome.status, run, lease, started, outcome.error)
         finally:
             attempt.session.close(meter=False)  # lost or released: the next attempt meters

@@ -8,6 +8,7 @@ first one executes its run alone and journals through its fact log, as a lone ru
 
 from __future__ import annotations
 
+import asyncio
 import signal
 from collections import Counter
 from pathlib import Path
@@ -237,3 +238,62 @@ def test_a_fork_past_a_signal_replays_it_and_sends_nothing_again():
     kinds = Counter(e.type for e in journal.events(branch.id))
     assert (kinds["emit"], kinds["signal:sent"], kinds["interrupt"]) == (1, 1, 1)
     assert [e.type for e in journal.events(target.id)].count("signal") == 1
+
+
+@workflow(name="signals_itself")
+async def signals_itself(ctx: WorkflowContext) -> Any:
+    await ctx.send_signal(ctx.run_id, "go", {"n": 1})
+    return await ctx.wait_signal("go")
+
+
+@pytest.mark.usefixtures("each_backend")
+def test_a_signal_sent_while_its_receiver_runs_is_not_lost_when_it_then_waits():
+    """The signal lands in a running run's journal, which its attempt read before: the run
+    parks on the wait, and is due again at once since the signal it waits for is there."""
+    store = new_store()
+    handle = submit(signals_itself, store=store)
+    drive(store)
+    record = RunStore(store).get(handle.id)
+    assert (record.status, record.result) == ("completed", {"n": 1})
+    kinds = [e.type for e in RunStore(store).events(handle.id)]
+    assert (kinds.count("signal"), kinds.count("signal:sent"), kinds.count("run:parked")) == (
+        1,
+        1,
+        1,
+    )
+
+
+@workflow(name="busy_then_waits")
+async def busy_then_waits(ctx: WorkflowContext, started: str, gate: str) -> Any:
+    await ctx.step("busy", _mark_then_wait, started, gate)
+    return await ctx.wait_signal("go")
+
+
+@workflow(name="signals_a_busy_run")
+async def signals_a_busy_run(ctx: WorkflowContext, to: str, started: str, gate: str) -> None:
+    await ctx.step("until_busy", _mark_then_wait, None, started)
+    await ctx.send_signal(to, "go", "hello")
+    await ctx.step("open", Path(gate).touch)
+
+
+async def _mark_then_wait(mark: str | None, until: str) -> None:
+    if mark is not None:
+        Path(mark).touch()
+    while not Path(until).exists():
+        await asyncio.sleep(0.005)
+
+
+@pytest.mark.usefixtures("each_backend")
+def test_a_signal_from_another_run_while_the_receiver_is_in_a_step_wakes_it(tmp_path):
+    """One worker executes both: the receiver is inside a step (its attempt has read its
+    journal) when the sender's signal lands, and only then waits for it."""
+    store = new_store()
+    started, gate = str(tmp_path / "started"), str(tmp_path / "gate")
+    receiver = submit(busy_then_waits, started, gate, store=store)
+    sender = submit(signals_a_busy_run, receiver.id, started, gate, store=store)
+    drive(store)
+    journal = RunStore(store)
+    assert journal.get(sender.id).status == "completed"
+    record = journal.get(receiver.id)
+    assert (record.status, record.result) == ("completed", "hello")
+    assert [e.type for e in journal.events(receiver.id)].count("run:parked") == 1
