@@ -97,9 +97,13 @@ def billable_request_bytes(
     """The request's size for a token estimate, with each image or PDF replaced by its billing
     bound (in bytes, at four a token). Surfaces without such bounds count their bytes as is.
     `meta` is the request's (`Canonical.meta`): it names the model, for OpenAI's bounds."""
-    found = _FINDERS.get(surface.split(".", 1)[0])
+    provider = surface.split(".", 1)[0]
+    found = _FINDERS.get(provider)
     if found is None:
         return len(body)
+    marker = _MARKERS.get(provider)
+    if marker is not None and marker.search(body) is None:
+        return len(body)  # no media part: nothing to parse (one scan, a third of a parse)
     bounds_of, media = found
     try:
         document = json.loads(body)
@@ -179,6 +183,10 @@ def _openai(document: Any) -> Iterator[tuple[bool, Any]]:
                     yield True, data
 
 
+# The keys an OpenAI media part cannot do without, as they appear in a request's JSON.
+_OPENAI_MARKER = re.compile(rb'"(?:image_url|file_(?:data|id|url))"')
+
+
 def _data_url_type(data: Any) -> str:
     if isinstance(data, str) and data.startswith("data:"):
         return data[5:].split(";", 1)[0].split(",", 1)[0].lower()
@@ -197,6 +205,8 @@ _FINDERS: dict[str, tuple[Callable[[Mapping[str, Any]], Bounds], _Finder]] = {
     "bedrock": (_fixed(CLAUDE), _bedrock),
     "openai": (openai_bounds, _openai),
 }
+# What a request holds when it may have media in it, by provider (one without a row is parsed).
+_MARKERS: dict[str, re.Pattern[bytes]] = {"openai": _OPENAI_MARKER}
 
 
 def _decoded(raw: bytes) -> bytes:

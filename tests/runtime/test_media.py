@@ -141,3 +141,8 @@ def test_an_openai_image_by_url_or_file_id_counts_at_its_bound_too():
 def test_pdf_pages_counts_page_objects_not_the_page_tree():
     assert pdf_pages(base64.b64decode(_pdf(4))) == 4
     assert pdf_pages(b"no pages here") == 1
+
+
+def test_an_openai_request_without_media_counts_its_bytes():
+    body = json.dumps({"model": "gpt-4o", "messages": [{"role": "user", "content": "Ping?"}]})
+    assert billable_request_bytes(body.encode(), "openai.chat") == len(body)
