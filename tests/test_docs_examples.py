@@ -19,7 +19,8 @@ The convention, for whoever writes a page:
     one process, the earlier one first (a chain of them runs whole).
   - `<!-- example: pytest -->`: the block is a test module. It is written to `test_example.py`
     and run by `pytest --pyrula-record-mode=once` (the plugin records on the stand-in); the run
-    must pass and run at least one test.
+    must pass and run at least one test. A block that defines a top-level `test_*` function is
+    run so without the marker.
   - `<!-- example: replies: [...] -->`: the stand-in model answers the model calls (chat
     completions, messages, generateContent, converse) from this JSON script, the turn chosen by
     how many assistant turns the request already holds: a string is a final answer (JSON text
@@ -100,6 +101,16 @@ class Example:
     @property
     def source(self) -> str:
         return "\n\n".join(e.code for e in [*self.before, self])
+
+    @property
+    def is_test_module(self) -> bool:
+        tests = [
+            node
+            for node in ast.parse(self.source).body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and node.name.startswith("test")
+        ]
+        return self.directive("pytest") is not None or bool(tests)
 
     def legs(self) -> set[str]:
         tree = ast.parse(self.source)
@@ -213,7 +224,7 @@ def test_example(example: Example, tmp_path: Path) -> None:
         modules = [m for m, of in OPTIONAL.items() if of == leg]
         if not any(find_spec(m) for m in modules) and leg != LEG:
             pytest.skip(f"needs the {leg} leg's packages ({', '.join(modules)}); it runs there")
-    pytest_mode = example.directive("pytest") is not None
+    pytest_mode = example.is_test_module
     script = tmp_path / ("test_example.py" if pytest_mode else "example.py")
     script.write_text(example.source + "\n")
     runner = tmp_path / "_run_example.py"
