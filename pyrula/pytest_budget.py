@@ -151,7 +151,10 @@ class _Spends:
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
         cases = self.cases
-        if not cases:
+        # Calls no price was found for cost $0: a run that set no budget and spent nothing
+        # priced (a suite over stand-ins, say) gets no section unless -v asks for it.
+        priced = any(c.cost_usd > 0 or c.budget_usd is not None for c in cases)
+        if not cases or not (priced or config.get_verbosity() > 0):
             return
         terminalreporter.section("pyrula live spend")
         listed = cases if config.get_verbosity() > 0 else _costliest(cases)

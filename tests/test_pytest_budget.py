@@ -125,3 +125,29 @@ def test_bad():
     result.stdout.fnmatch_lines(
         ["*@pytest.mark.pyrula(live_budget_usd=...) is a cost in USD, 0 or more*'lots'*"]
     )
+
+
+UNPRICED = """
+import pytest
+from tests.fakes.openai_api import chat_completion, openai_client
+from tests.fakes.provider import OPENAI_LIB, Upstream, ask, json_reply
+
+@pytest.mark.pyrula
+def test_unpriced():
+    client = openai_client(Upstream(OPENAI_LIB, lambda request: json_reply(chat_completion("hi"))))
+    client.chat.completions.create(model="a-model-with-no-price", messages=ask("hi"))
+"""
+
+
+def test_live_calls_with_no_price_and_no_budget_are_listed_only_with_verbose(sample_project):
+    sample_project.makeini("[pytest]\npyrula_store = recordings\n")
+    sample_project.makepyfile(test_unpriced=UNPRICED)
+    quiet = sample_project.runpytest("--pyrula-record-mode=all", "-p", "no:randomly")
+    quiet.assert_outcomes(passed=1)
+    assert "pyrula live spend" not in quiet.stdout.str()
+
+    verbose = sample_project.runpytest("--pyrula-record-mode=all", "-p", "no:randomly", "-v")
+    verbose.assert_outcomes(passed=1)
+    verbose.stdout.fnmatch_lines(
+        ["*= pyrula live spend =*", "*test_unpriced: $0.0000 in 1 live call (1 unpriced*"]
+    )
