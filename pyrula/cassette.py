@@ -97,6 +97,9 @@ class Cassette:
         self._deleted = 0
         self.stats = CassetteStats()
         self.verify_report: list[VerifyResult] = []
+        # Mode all drops, at a block's successful end, the recordings it did not make again (not
+        # where other blocks record into the same cassette: the pytest plugin's named ones).
+        self.drops_stale = True
         # Inside a block, recordings may go to the process's pending log (`_pending_log`).
         self._in_block = False
         self._committed = 0
@@ -387,7 +390,7 @@ class Cassette:
         if self._pending is not None:  # its recordings into the store (kept on disk if that fails)
             log, self._pending = self._pending, None
             pending.release(log)
-        if self.mode == "all" and exc_type is None:
+        if self.mode == "all" and exc_type is None and self.drops_stale:
             # Everything was re-recorded: what this pass did not touch is stale.
             stale = [
                 key

@@ -5,9 +5,11 @@
     def test_x(pyrula_cassette): ...    # the fixture activates one too, and hands it over
 
 `--pyrula-record-mode` sets the mode for the run (default `none`: replay only, network blocked).
-At the end the plugin lists recordings no test used (and prunes them with
-`--pyrula-prune-unused`) and flags recordings older than `--pyrula-max-age` days. Workers of
-pytest-xdist share one store safely; each reports on the tests it ran.
+At the end the plugin lists recordings no test used (and, after a run where every test passed,
+prunes them with `--pyrula-prune-unused`), leaving out a cassette some test of which did not run
+(`pytest_usage`), and flags recordings older than `--pyrula-max-age` days. Workers of
+pytest-xdist share one store and its text cassettes safely; the controller reports on what all
+of them used.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.keys import namespace_prefix
 from pyrula.journal.store import Store, is_url, open_store
 from pyrula.pytest_failures import set_fixes, short_report
+from pyrula.pytest_usage import WIRE, Usage, Used
 
 # Each case's live budget and the summary of its live spend load with this plugin.
 pytest_plugins = ("pyrula.pytest_budget",)
@@ -59,7 +62,13 @@ class _PluginState:
             config.getoption("pyrula_vcr_markers") or config.getini("pyrula_vcr_markers")
         )
         self.cassettes: list[Cassette] = []
+        self.usage = Usage()
         self._store: Store | None = None
+
+    def note_used(self) -> None:
+        """Put in `usage` the recordings this process's cassettes used."""
+        for cassette in self.cassettes:
+            self.usage.cassettes[cassette.name].keys.update(cassette.stats.used)
 
     @property
     def store(self) -> Store:
@@ -168,21 +177,69 @@ def _marker(
     return None
 
 
-def _cassette_for(item: pytest.Item, state: _PluginState) -> Cassette:
+def _identity(item: pytest.Item, state: _PluginState) -> tuple[str, Path | None, bool] | None:
+    """The name of the test's cassette, its text file (or None) and whether the marker named it
+    (so other tests may share it); None for a test without one."""
+    if _marker(item, state) is None and "pyrula_cassette" not in getattr(item, "fixturenames", ()):
+        return None
     args, kwargs = _marker(item, state) or ((), {})
     given = kwargs.get("name") or (args[0] if args else None)
+    if not state.text:
+        return given or item.nodeid, None, given is not None
+    path = cassette_path(item, given, state.cassette_dir)
+    return _relative(path, item.config.rootpath), path, given is not None
+
+
+def _cassette_for(item: pytest.Item, state: _PluginState) -> Cassette:
+    kwargs = (_marker(item, state) or ((), {}))[1]
     mode = kwargs.get("mode") or state.mode
     store = state.open_store(create=mode != "none")
-    path = None
-    name = given or item.nodeid
-    if state.text:
-        path = cassette_path(item, given, state.cassette_dir)
-        name = _relative(path, item.config.rootpath)
+    name, path, named = _identity(item, state) or (item.nodeid, None, False)
     cassette = Cassette(
         name, mode, store=store, allow_hosts=kwargs.get("allow_hosts", ()), path=path
     )
+    # Re-recorded by one of its tests, a shared cassette keeps the other tests' recordings: the
+    # summary lists those no test made again, for --pyrula-prune-unused.
+    cassette.drops_stale = not named
     set_fixes(cassette, item)
+    state.cassettes.append(cassette)
+    state.usage.enter(name, Used(mode, None if path is None else str(path), named))
     return cassette
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Count the tests collected to run each cassette (`pytest_usage`)."""
+    state: _PluginState = session.config.stash[_STATE]
+    for item in session.items:
+        found = _identity(item, state)
+        if found is not None:
+            state.usage.expected[found[0]] += 1
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    """Note the cassettes a deselected test uses: their recordings are not all used this run."""
+    for item in items:
+        state: _PluginState = item.config.stash[_STATE]
+        found = _identity(item, state)
+        if found is not None:
+            state.usage.deselected.add(found[0])
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker: hand the controller what its tests used."""
+    state: _PluginState = session.config.stash[_STATE]
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        state.note_used()
+        output[WIRE] = state.usage.to_wire()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """On the pytest-xdist controller: add up what a worker's tests used."""
+    wire = getattr(node, "workeroutput", {}).get(WIRE)
+    if wire is not None:
+        node.config.stash[_STATE].usage.add_wire(wire)
 
 
 @pytest.fixture
@@ -194,7 +251,6 @@ def pyrula_cassette(request: pytest.FixtureRequest) -> Iterator[Cassette]:
         yield active
         return
     cassette = _cassette_for(request.node, state)
-    state.cassettes.append(cassette)
     with cassette:
         yield cassette
 
@@ -208,7 +264,6 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     if _marker(item, state) is None or "pyrula_cassette" in getattr(item, "fixturenames", ()):
         return (yield)
     cassette = _cassette_for(item, state)
-    state.cassettes.append(cassette)
     item.stash[_ACTIVE] = cassette
     with cassette:
         return (yield)
@@ -231,34 +286,45 @@ def pytest_runtest_makereport(
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state: _PluginState | None = config.stash.get(_STATE, None)
-    if state is None or not state.cassettes or state.opened is None:
-        return
-    exchanges = Exchanges(state.opened)
+    if state is None or not state.usage.cassettes or hasattr(config, "workeroutput"):
+        return  # (a pytest-xdist worker's summary is its controller's)
+    state.note_used()
+    store = state.opened
+    if store is None:  # the pytest-xdist controller: its workers opened it
+        try:
+            store = state.open_store(create=False)
+        except StoreNotFound:
+            return
+    exchanges = Exchanges(store)
     unused: list[tuple[bytes, str]] = []
     stale: list[tuple[str, float]] = []
     now = time.time()
-    for cassette in {c.name: c for c in state.cassettes}.values():
-        if cassette.mode not in ("none", "once", "new_episodes"):
+    usage = state.usage
+    for name, used in usage.cassettes.items():
+        if used.mode not in ("none", "once", "new_episodes") and not (
+            used.mode == "all" and used.named
+        ):
             continue
-        used = set().union(*(c.stats.used for c in state.cassettes if c.name == cassette.name))
-        for key, record in exchanges.scan(namespace_prefix(cassette.name)):
-            if key not in used:
-                unused.append((key, cassette.name))
+        whole = usage.whole(name)  # else a test not run may use what looks unused
+        for key, record in exchanges.scan(namespace_prefix(name)):
+            if whole and key not in used.keys:
+                unused.append((key, name))
             if state.max_age_days and now - record.recorded_at > state.max_age_days * 86400:
-                stale.append((cassette.name, (now - record.recorded_at) / 86400))
+                stale.append((name, (now - record.recorded_at) / 86400))
     if not unused and not stale:
         return
     terminalreporter.section("pyrula")
     if unused:
-        verb = "pruned" if state.prune else "unused"
+        verb = "pruned" if state.prune and exitstatus == 0 else "unused"
         terminalreporter.write_line(f"{len(unused)} recording(s) {verb}:")
         for name in sorted({name for _, name in unused}):
             count = sum(1 for _, n in unused if n == name)
             terminalreporter.write_line(f"  {name}: {count}")
         if exitstatus == 0 and state.prune:
-            owners = {c.name: c for c in state.cassettes}
             for name in {name for _, name in unused}:
-                owners[name].prune(key for key, n in unused if n == name)
+                path = usage.cassettes[name].path
+                owner = Cassette(name, store=store, path=path)
+                owner.prune(key for key, n in unused if n == name)
         elif exitstatus == 0:
             terminalreporter.write_line("  (delete them with --pyrula-prune-unused)")
         else:

@@ -255,7 +255,7 @@ def reply(request):
     question = json.loads(request.content)["messages"][-1]["content"]
     return json_reply(chat_completion("answer to " + question))
 
-@pytest.mark.parametrize("n", range(40))
+@pytest.mark.parametrize("n", range(int(os.environ.get("SHARED_COUNT", "40"))))
 @pytest.mark.pyrula(name="shared", mode=os.environ.get("SHARED_MODE", "new_episodes"))
 def test_shared(n):
     client = openai_client(Upstream(OPENAI_LIB, reply))
@@ -264,19 +264,60 @@ def test_shared(n):
 """
 
 
-@pytest.mark.slow
-def test_four_xdist_workers_recording_into_one_file_lose_no_recording(
-    pytester, sample_project, monkeypatch
-):
+@pytest.fixture
+def shared(sample_project):
+    pytester = sample_project
     pytester.makeini("[pytest]\n")
     (pytester.path / "tests").mkdir()
     (pytester.path / "tests" / "test_shared.py").write_text(SHARED)
-    pytester.runpytest_subprocess("-n", "4", "-p", "no:randomly").assert_outcomes(passed=40)
-    path = pytester.path / "tests" / "cassettes" / "test_shared" / "shared.json"
+    return pytester.path / "tests" / "cassettes" / "test_shared" / "shared.json"
+
+
+def _asked(path: pathlib.Path) -> list[str]:
     entries = json.loads(path.read_text())["exchanges"]
-    asked = sorted(e["request"]["compared"]["messages"][0]["content"] for e in entries)
-    assert asked == sorted(f"q{n}" for n in range(40))
+    return sorted(e["request"]["compared"]["messages"][0]["content"] for e in entries)
+
+
+@pytest.mark.slow
+def test_four_xdist_workers_recording_into_one_file_lose_no_recording(
+    pytester, shared, monkeypatch
+):
+    pytester.runpytest_subprocess("-n", "4", "-p", "no:randomly").assert_outcomes(passed=40)
+    assert _asked(shared) == sorted(f"q{n}" for n in range(40))
     # The file alone replays every test, offline, on four workers again.
     (pytester.path / ".pyrula").rename(pytester.path / "old-cache")
     monkeypatch.setenv("SHARED_MODE", "none")
     pytester.runpytest_subprocess("-n", "4", "-p", "no:randomly").assert_outcomes(passed=40)
+    # One test fewer: what the four workers used adds up to all but its recording.
+    monkeypatch.setenv("SHARED_COUNT", "39")
+    result = pytester.runpytest_subprocess("-n", "4", "-p", "no:randomly", "--pyrula-prune-unused")
+    result.assert_outcomes(passed=39)
+    result.stdout.fnmatch_lines(["*1 recording(s) pruned:*", "*test_shared/shared.json: 1"])
+    assert _asked(shared) == sorted(f"q{n}" for n in range(39))
+
+
+def test_a_shared_cassette_keeps_what_tests_not_run_recorded(pytester, shared, monkeypatch):
+    monkeypatch.setenv("SHARED_COUNT", "3")
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=3)
+    # Each test re-records its own call; none drops the others'.
+    monkeypatch.setenv("SHARED_MODE", "all")
+    pytester.runpytest("-p", "no:randomly").assert_outcomes(passed=3)
+    assert _asked(shared) == ["q0", "q1", "q2"]
+    # With test 2 gone and test 0 deselected, nothing is known unused, so nothing is pruned.
+    monkeypatch.setenv("SHARED_MODE", "none")
+    monkeypatch.setenv("SHARED_COUNT", "2")
+    result = pytester.runpytest(
+        "-p",
+        "no:randomly",
+        "--deselect",
+        "tests/test_shared.py::test_shared[0]",
+        "--pyrula-prune-unused",
+    )
+    result.assert_outcomes(passed=1, deselected=1)
+    assert "recording(s)" not in result.stdout.str()
+    assert _asked(shared) == ["q0", "q1", "q2"]
+    # Every test of it run and passed: its one unused recording goes.
+    result = pytester.runpytest("-p", "no:randomly", "--pyrula-prune-unused")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*1 recording(s) pruned:*"])
+    assert _asked(shared) == ["q0", "q1"]
