@@ -445,7 +445,8 @@ def test_a_batch_still_waiting_on_the_server_after_its_connection_is_lost_is_not
             while held.waiting() < 1:  # the batch is on the server, behind the lock
                 pass
             fd = connections[0].pgconn.socket
-            socket.socket(fileno=os.dup(fd)).shutdown(socket.SHUT_RDWR)  # the network drops
+            with socket.socket(fileno=os.dup(fd)) as dropped:
+                dropped.shutdown(socket.SHUT_RDWR)  # the network drops
             assert full_sent.wait(60)  # read back as not written: the full form goes instead
         finally:
             held.release()
