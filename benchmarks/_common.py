@@ -31,6 +31,8 @@ import openai
 from rich.console import Console
 from rich.table import Table
 
+from pyrula.journal.lmdb_store import LmdbStore
+
 T = TypeVar("T")
 
 API_KEY = "sk-bench-" + "k" * 32
@@ -82,10 +84,33 @@ def json_response(body: bytes) -> httpx.Response:
     return httpx.Response(200, content=body, headers=REPLY_HEADERS)
 
 
-def openai_client(transport: httpx.BaseTransport | None = None) -> openai.OpenAI:
+# openai 3.x annotates `http_client` as an `httpx2` client, and takes an `httpx` one all the same
+# (its `is_legacy_httpx_sync_client` / `is_legacy_httpx_async_client` checks): the benchmarks run
+# the SDK on httpx, which vcrpy patches, so every variant is compared on one stack.
+
+
+def openai_client(
+    transport: httpx.BaseTransport | None = None, *, base_url: str = BASE_URL
+) -> openai.OpenAI:
     """The sync openai SDK over an `httpx.Client` (openai 3.x accepts one) with no retries."""
     http_client = httpx.Client(transport=transport) if transport is not None else httpx.Client()
-    return openai.OpenAI(api_key=API_KEY, base_url=BASE_URL, http_client=http_client, max_retries=0)
+    return openai.OpenAI(
+        api_key=API_KEY,
+        base_url=base_url,
+        http_client=http_client,  # type: ignore[arg-type]  # an httpx client: see above
+        max_retries=0,
+    )
+
+
+def async_openai_client(
+    transport: httpx.AsyncBaseTransport, *, api_key: str = API_KEY
+) -> openai.AsyncOpenAI:
+    """The async openai SDK over an `httpx.AsyncClient` with no retries (see `openai_client`)."""
+    return openai.AsyncOpenAI(
+        api_key=api_key,
+        http_client=httpx.AsyncClient(transport=transport),  # type: ignore[arg-type]  # see above
+        max_retries=0,
+    )
 
 
 # -- timing ----------------------------------------------------------------------------------------
@@ -177,15 +202,13 @@ def run_rounds(
     results = {name: Samples() for name in names}
     for r in range(rounds):
         gc.collect()
-        totals = {name: [0.0, 0.0, 0] for name in names}
+        totals = {name: (0.0, 0.0, 0) for name in names}  # wall s, cpu s, ops
         for s in range(slices):
             k = (r * slices + s) % len(names)
             for name in names[k:] + names[:k]:
                 wall, cpu, ops = timed(variants[name])
-                total = totals[name]
-                total[0] += wall
-                total[1] += cpu
-                total[2] += ops
+                total_wall, total_cpu, total_ops = totals[name]
+                totals[name] = (total_wall + wall, total_cpu + cpu, total_ops + ops)
                 results[name].slice_cpu.append(cpu / ops)
         for name, (wall, cpu, ops) in totals.items():
             results[name].wall.append(wall / ops)
@@ -235,7 +258,7 @@ def rate_table(
     return table
 
 
-def lmdb_sizes(store: Any) -> dict[str, int]:
+def lmdb_sizes(store: LmdbStore) -> dict[str, int]:
     """A store's data.mdb bytes, LMDB high-water bytes and live-page bytes.
 
     High-water is (last_pgno + 1) x page size from `env.info()`; live pages are the branch, leaf
@@ -250,7 +273,7 @@ def lmdb_sizes(store: Any) -> dict[str, int]:
         for name in store.stat()["entries"]:
             db = store.db(name)
             if db is not None:
-                s = txn.stat(db)
+                s = txn.txn.stat(db)  # the binding's transaction under the store's
                 pages += s["branch_pages"] + s["leaf_pages"] + s["overflow_pages"]
     return {
         "file": (store.path / "data.mdb").stat().st_size,

@@ -40,7 +40,7 @@ from pyrula.workflows import WorkflowContext, workflow
 ROOT = Path(__file__).parents[1]
 sys.path.insert(1, str(ROOT / "benchmarks"))
 
-from _common import completion_json, json_response  # noqa: E402
+from _common import async_openai_client, completion_json, json_response  # noqa: E402
 from bench_postgres import fresh_schema  # noqa: E402
 
 STALL: dict[str, float] = {}
@@ -52,9 +52,8 @@ def _client() -> openai.AsyncOpenAI:
     def reply(request: httpx.Request) -> httpx.Response:
         return json_response(completion_json("ok"))
 
-    transport = pyrula.AsyncHttpxTransport(httpx.MockTransport(reply))
-    return openai.AsyncOpenAI(
-        api_key="sk-bench", http_client=httpx.AsyncClient(transport=transport), max_retries=0
+    return async_openai_client(
+        pyrula.AsyncHttpxTransport(httpx.MockTransport(reply)), api_key="sk-bench"
     )
 
 
@@ -120,10 +119,10 @@ def main() -> None:
     args = cli.parse_args()
     base = args.url
     if base is None:
-        import pgserver
+        from pgserver.postgres_server import get_server
 
         folder = Path(tempfile.mkdtemp(prefix="bench-pg-"))
-        base = str(pgserver.get_server(folder, cleanup_mode="delete").get_uri())
+        base = str(get_server(folder, cleanup_mode="delete").get_uri())
     offloaded = async_store.remote
     variants = {"off the loop": offloaded, "in place": lambda store: False}
     rows: dict[str, dict[str, list[float]]] = {v: {} for v in variants}

@@ -6,8 +6,8 @@ A live loopback provider (bench_record.py's server, in its own process) answers 
 
 * "as recorded": as pyrula records (the exchange's record, its request's blobs and its
   sent-index entry, in the exchange's commit);
-* "no sent-index entry", "no request blobs" (`blobs.put_encoded` stores none), "record only":
-  without those parts.
+* "no sent-index entry" (`sent_index.entry` gives none), "no request blobs" (the prepared
+  exchange carries none), "record only": without those parts.
 
 For each it prints the write requests the disk took per exchange (counted at the device, which
 covers the whole machine: run it with nothing else writing; the meta page is one) and the wall time
@@ -36,6 +36,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from unittest import mock
 
 import httpx
 import httpx2
@@ -51,11 +52,13 @@ from _common import (
     scratch_dir,
 )
 from bench_record import start_server
+from pyrula.fingerprints import Canonical
 from rich.table import Table
 
 import pyrula
 from pyrula.agents import AgentContext, agent
-from pyrula.journal import blobs, sent_index
+from pyrula.journal import recorder, sent_index
+from pyrula.journal.exchanges import Exchange, Exchanges, PreparedExchange
 from pyrula.journal.store import Store
 from pyrula.runtime import Worker, session, submit
 
@@ -63,21 +66,42 @@ VARIANTS = ("as recorded", "no sent-index entry", "no request blobs", "record on
 RUN_VARIANTS = ("a run's calls, as recorded", "a run's calls, with a sent-index entry")
 
 
+_Prepare = Callable[..., PreparedExchange]
+
+
+def _no_entry(sent: bytes | None, canonical: Canonical) -> tuple[bytes, bytes] | None:
+    return None
+
+
+def _without_blobs(prepare: _Prepare) -> _Prepare:
+    @functools.wraps(prepare)
+    def prepared(
+        exchanges: Exchanges,
+        key: bytes,
+        exchange: Exchange,
+        *,
+        sent: tuple[bytes, bytes] | None = None,
+    ) -> PreparedExchange:
+        return prepare(exchanges, key, exchange, sent=sent)._replace(blobs=[])
+
+    return prepared
+
+
 @contextlib.contextmanager
 def leaving_out(variant: str) -> Iterator[None]:
-    """Record as `variant` says (the journal's functions swapped for the block)."""
-    indexed, put_encoded, recorded = sent_index.indexed, blobs.put_encoded, session.record_exchange
-    if variant in ("no sent-index entry", "record only"):
-        sent_index.indexed = lambda store, sent, canonical, also: also
-    if variant in ("no request blobs", "record only"):
-        blobs.put_encoded = lambda txn, db, encoded: encoded.ref
-    if variant == RUN_VARIANTS[1]:
-        session.record_exchange = functools.partial(recorded, index_sent=True)
-    try:
+    """Record as `variant` says (the journal's functions swapped for the block): the recorder's
+    `sent_index.entry` (the entry it hands the commit), `Exchanges.prepare` (whose blobs the
+    commit writes) and the run session's `record_exchange`."""
+    with contextlib.ExitStack() as swapped:
+        if variant in ("no sent-index entry", "record only"):
+            swapped.enter_context(mock.patch.object(sent_index, "entry", _no_entry))
+        if variant in ("no request blobs", "record only"):
+            without = _without_blobs(Exchanges.prepare)
+            swapped.enter_context(mock.patch.object(Exchanges, "prepare", without))
+        if variant == RUN_VARIANTS[1]:
+            indexed = functools.partial(recorder.record_exchange, index_sent=True)
+            swapped.enter_context(mock.patch.object(session, "record_exchange", indexed))
         yield
-    finally:
-        sent_index.indexed, blobs.put_encoded = indexed, put_encoded
-        session.record_exchange = recorded
 
 
 def main() -> None:

@@ -41,6 +41,7 @@ from _common import text_of as text
 from rich.table import Table
 
 import pyrula
+from pyrula.journal.lmdb_store import LmdbStore
 
 CHECKPOINTS = (50, 100, 200)
 CHARS = 300
@@ -94,9 +95,9 @@ def main() -> None:
     for r in range(opts.rounds):
         request_bytes.clear()
         reply_bytes.clear()
-        store = pyrula.Store(tmp / f"store-{r}")
+        store = LmdbStore(tmp / f"store-{r}")  # the default store, typed as the one it is
 
-        def checkpoint(turn: int, store: pyrula.Store = store) -> None:
+        def checkpoint(turn: int, store: LmdbStore = store) -> None:
             if turn in sizes:
                 sizes[turn].append(lmdb_sizes(store))
                 sums[turn] = (sum(request_bytes), sum(reply_bytes))

@@ -43,9 +43,9 @@ def _server(url: str | None) -> tuple[str, Any]:
     import psutil
 
     if url is None:
-        import pgserver
+        from pgserver.postgres_server import get_server
 
-        found = pgserver.get_server(
+        found = get_server(
             Path(tempfile.mkdtemp(prefix="bench-wire-")), cleanup_mode="delete"
         )
         url = str(found.get_uri())
@@ -215,8 +215,8 @@ def commits(base: str, count: int) -> None:
             added = txn.put_fenced(key, b"v" * 200, db="events", after=None, fence=fence)
             return lambda: 1 if added() else MISSED
 
-        extra = {"claim": key} if claims else {}
-        return _Write(lambda txn: 0, fast, **extra)
+        # A tree from before `_Write.claim` (`--tree`) takes no claim.
+        return _Write(lambda txn: 0, fast, claim=key) if claims else _Write(lambda txn: 0, fast)
 
     try:
         for n in range(count):

@@ -45,7 +45,7 @@ def main() -> None:
     args.add_argument("--ops", type=int, default=20_000, help="operations per slice")
     args.add_argument("--slices", type=int, default=4, help="slices per round and variant")
     opts = args.parse_args()
-    ops = opts.ops
+    ops: int = opts.ops
     console.rule("[bold]bench_ratelimit: uncontended slot overhead")
     facts = {
         "python": platform.python_version(),

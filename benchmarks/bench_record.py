@@ -108,7 +108,7 @@ def main() -> None:
         help="the paired rows' slice: live and recorded calls alternate every CALLS (0: skip)",
     )
     opts = args.parse_args()
-    n = opts.calls
+    n: int = opts.calls
     header("bench_record: record 1,000 chat completions", opts.rounds, calls=n)
     if opts.only_callgrind:
         print_instructions(
@@ -302,13 +302,8 @@ def _loopback_setup(n: int, tmp: Path, base_url: str) -> tuple[list[Loopback], l
             )
         return n
 
-    def sdk(transport: httpx.BaseTransport) -> Any:
-        return openai.OpenAI(
-            api_key=API_KEY,
-            base_url=base_url,
-            http_client=httpx.Client(transport=transport),
-            max_retries=0,
-        )
+    def sdk(transport: httpx.BaseTransport) -> openai.OpenAI:
+        return openai_client(transport, base_url=base_url)
 
     stores = {
         policy: pyrula.Store(tmp / f"loop-{index}", **options)
@@ -353,14 +348,17 @@ def _loopback_setup(n: int, tmp: Path, base_url: str) -> tuple[list[Loopback], l
 
         return run
 
-    clients = []
-    for label, calls, floor_client, client in (
-        ("raw httpx.Client", raw_calls, raw_floor, raw_pyrula),
-        ("openai SDK", sdk_calls, sdk_floor, sdk_pyrula),
-    ):
+    def loopback(
+        label: str, calls: Callable[..., int], floor_client: object, client: object
+    ) -> Loopback:
         floor = functools.partial(calls, floor_client)
         recorders = {policy: recording(calls, client, store) for policy, store in stores.items()}
-        clients.append(Loopback(label, floor, recorders, paired(calls, floor_client, client)))
+        return Loopback(label, floor, recorders, paired(calls, floor_client, client))
+
+    clients = [
+        loopback("raw httpx.Client", raw_calls, raw_floor, raw_pyrula),
+        loopback("openai SDK", sdk_calls, sdk_floor, sdk_pyrula),
+    ]
     return clients, list(stores.values())
 
 

@@ -214,7 +214,8 @@ def main() -> None:
     args.add_argument("--only-chat", action="store_true", help="skip the other surfaces")
     args.add_argument("--callgrind", action="store_true", help="count instructions (valgrind)")
     opts = args.parse_args()
-    n, block = opts.calls, opts.block
+    n: int = opts.calls
+    block: int = opts.block
     slices = max(1, n // block)
     header("bench_replay: replay one recorded chat completion", opts.rounds, calls=n, block=block)
 

@@ -52,6 +52,7 @@ import argparse
 import asyncio
 import contextlib
 import cProfile
+import functools
 import io
 import json
 import os
@@ -130,13 +131,15 @@ def dbos_app() -> SimpleNamespace:
     if _DBOS_APP is None:
         from dbos import DBOS, SetWorkflowID
 
-        @DBOS.step()
+        # Registered by calling DBOS's decorators (what `@DBOS.step()` does): where dbos is not
+        # installed (the lint venv) mypy cannot read their types, and each name keeps its own.
         def dbos_value(i: int) -> int:
             if i == _HANG_AT:
                 time.sleep(3600)
             return i
 
-        @DBOS.workflow()
+        dbos_value = DBOS.step()(dbos_value)
+
         def dbos_steps(n: int) -> int:
             MARKS["enter"] = time.monotonic()
             total = 0
@@ -148,6 +151,7 @@ def dbos_app() -> SimpleNamespace:
             _DONE.set()
             return total
 
+        dbos_steps = DBOS.workflow()(dbos_steps)
         _DBOS_APP = SimpleNamespace(DBOS=DBOS, SetWorkflowID=SetWorkflowID, steps=dbos_steps)
     return _DBOS_APP
 
@@ -162,13 +166,14 @@ def dbos_config(db: Path, *, fsync: bool) -> dict[str, Any]:
 
         engine = sa.create_engine(url)
 
-        @event.listens_for(engine, "connect")
         def _connect(conn: Any, _record: Any) -> None:
             # What DBOS's own SQLite engine does on connect (_sys_db_sqlite.py), plus no fsync.
             conn.isolation_level = "IMMEDIATE"
             conn.execute("PRAGMA busy_timeout=30000")
             conn.execute("PRAGMA foreign_keys=ON")
             conn.execute("PRAGMA synchronous=OFF")
+
+        event.listen(engine, "connect", _connect)  # `@event.listens_for`, as a call
 
         config["system_database_engine"] = engine
     return config
@@ -271,7 +276,8 @@ def marks_of(process: subprocess.Popen[str], log: Path, what: str) -> dict[str, 
     lines = [line for line in out.splitlines() if line.startswith("MARKS ")]
     if process.returncode != 0 or not lines:
         raise RuntimeError(f"{what} failed ({process.returncode}):\n{out}\n{log.read_text()}")
-    return json.loads(lines[-1][len("MARKS ") :])
+    marks: dict[str, float] = json.loads(lines[-1][len("MARKS ") :])  # `_emit_marks`'s line
+    return marks
 
 
 # -- 1. steps per second ---------------------------------------------------------------------------
@@ -398,7 +404,8 @@ def callgrind_child(base: str, poll_seconds: str) -> None:
     the wall-clock rounds read the clock (so the span is the same: submit -> run done)."""
     from _common import cg_mark
 
-    folder, poll, seen = Path(base), float(poll_seconds), {}
+    folder, poll = Path(base), float(poll_seconds)
+    seen: dict[str, Any] = {}
     pyrula_round(folder, True, poll_seconds=poll)
     dbos_round(folder, True, seen)
     pyrula_round(folder, True, mark=cg_mark, poll_seconds=poll)
@@ -557,10 +564,11 @@ def run_profiles(base: Path, killed: Path) -> None:
         store = Store(Path(tempfile.mkdtemp(dir=base)) / "store", sync=sync)
         submit(pyrula_steps, KILL_AT, store=store)
         label = "Store(path)" if sync else "Store(path, sync=False)"
-        profile(
-            f"{KILL_AT:,} live steps, {label}",
-            lambda store=store: asyncio.run(Worker(store, poll_seconds=0.001).run(until_idle=True)),
-        )
+
+        def work(store: Store = store) -> None:
+            asyncio.run(Worker(store, poll_seconds=0.001).run(until_idle=True))
+
+        profile(f"{KILL_AT:,} live steps, {label}", work)
         store.close()
     path = Path(tempfile.mkdtemp(dir=base)) / "store"
     path.mkdir()
@@ -692,8 +700,8 @@ def main() -> None:
     if one_flush_supported():
         for runs in (1, conc):
             name = f"pyrula, Store(path, metasync=False), {runs} run(s)"
-            variants[name] = lambda runs=runs: pyrula_round(
-                base, True, runs, poll_seconds=poll, metasync=False
+            variants[name] = functools.partial(
+                pyrula_round, base, True, runs, poll_seconds=poll, metasync=False
             )
             policy[name] = "one flush per commit (opt-in): fdatasync, meta page unsynced"
             runs_of[name] = runs

@@ -27,7 +27,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import lmdb
 import vcr
 from _common import (
     API_KEY,
@@ -50,8 +49,11 @@ from rich.table import Table
 
 import pyrula
 from pyrula.journal import Exchange, Exchanges, cassette_file
+from pyrula.journal.exchanges import PreparedExchange
 from pyrula.journal.keys import cassette_key
+from pyrula.journal.lmdb_store import LmdbStore
 from pyrula.journal.recorder import request_document
+from pyrula.journal.store import Txn
 
 NAMESPACE = "scale"
 URL = BASE_URL + "/chat/completions"
@@ -71,31 +73,12 @@ def answer(i: int) -> str:
     return f"{i} squared is {i} x {i} = {i * i}."
 
 
-class _OneTransaction:
-    """Lets `Exchanges.put` run inside a write transaction that the caller holds open.
-
-    `Exchanges` only asks its store for the database handles, `check_size` and `write(fn)`;
-    answering `write` with the open transaction batches many puts into one commit.
-    """
-
-    def __init__(self, store: pyrula.Store, txn: lmdb.Transaction) -> None:
-        self._store = store
-        self._txn = txn
-        self.exchanges_db = store.exchanges_db
-        self.frames_db = store.frames_db
-        self.blobs_db = store.blobs_db
-
-    def write(self, fn: Callable[[lmdb.Transaction], Any]) -> Any:
-        return fn(self._txn)
-
-    def check_size(self, size: int, what: str = "record") -> None:
-        self._store.check_size(size, what)
-
-
 def fill(path: Path, n: int) -> float:
-    """Write `n` recorded exchanges under their cassette keys; seconds taken."""
+    """Write `n` recorded exchanges under their cassette keys, `BATCH` to a commit
+    (`Exchanges.prepare` each, `Exchanges.apply` them in one write); seconds taken."""
     started = time.perf_counter()
-    store = pyrula.Store(path, sync=False, map_size=1 << 30)
+    store = LmdbStore(path, sync=False, map_size=1 << 30)  # flushed once, at the end
+    exchanges = Exchanges(store)
     headers = [("content-type", "application/json"), ("x-request-id", "req_bench")]
     for start in range(0, n, BATCH):
         batch = []
@@ -105,25 +88,24 @@ def fill(path: Path, n: int) -> float:
             canonical = canonicalize(parts)
             key = cassette_key(NAMESPACE, canonical.digest, 0)
             reply = completion_json(answer(i), completion_id=f"chatcmpl-{i}")
-            batch.append((key, request_document(parts, canonical), canonical, reply))
+            exchange = Exchange(
+                request_doc=request_document(parts, canonical),
+                surface=canonical.surface,
+                fingerprint=canonical.digest,
+                method="POST",
+                url=URL,
+                status=200,
+                headers=headers,
+                frames=[reply],
+                streamed=False,
+                elapsed_ms=12.5,
+                namespace=NAMESPACE,
+            )
+            batch.append(exchanges.prepare(key, exchange))
 
-        def write(txn: lmdb.Transaction, batch: list[Any] = batch) -> None:
-            exchanges = Exchanges(_OneTransaction(store, txn))  # type: ignore[arg-type]
-            for key, doc, canonical, reply in batch:
-                exchange = Exchange(
-                    request_doc=doc,
-                    surface=canonical.surface,
-                    fingerprint=canonical.digest,
-                    method="POST",
-                    url=URL,
-                    status=200,
-                    headers=headers,
-                    frames=[reply],
-                    streamed=False,
-                    elapsed_ms=12.5,
-                    namespace=NAMESPACE,
-                )
-                exchanges.put(key, exchange)
+        def write(txn: Txn, batch: list[PreparedExchange] = batch) -> None:
+            for prepared in batch:
+                exchanges.apply(txn, prepared)
 
         store.write(write)
     store.env.sync(True)
@@ -143,7 +125,9 @@ def main() -> None:
     args.add_argument("--large", type=int, default=100_000)
     args.add_argument("--calls", type=int, default=100, help="SDK replays per slice")
     opts = args.parse_args()
-    small, large = opts.small, opts.large
+    small: int = opts.small
+    large: int = opts.large
+    calls: int = opts.calls
     header("bench_store_scale: replay cost vs store size; opening a store", opts.rounds,
            small=small, large=large)
 
@@ -151,8 +135,9 @@ def main() -> None:
     paths = {small: tmp / "small", large: tmp / "large"}
     for n, path in paths.items():
         seconds = fill(path, n)
-        with pyrula.Store(path) as store:
-            sizes = lmdb_sizes(store)
+        written = LmdbStore(path)
+        sizes = lmdb_sizes(written)
+        written.close()
         console.print(
             f"setup: {n:,} exchanges written in {seconds:.1f} s; data.mdb {sizes['file'] / 1e6:.1f}"
             f" MB, LMDB live pages {sizes['live'] / 1e6:.1f} MB "
@@ -200,10 +185,10 @@ def main() -> None:
         store, expected = stores[n], answer(i)
 
         def run() -> int:
-            for _ in range(opts.calls):
+            for _ in range(calls):
                 with pyrula.cassette(NAMESPACE, mode="none", store=store):
                     assert call(pyrula_client, i) == expected
-            return opts.calls
+            return calls
 
         return run
 
@@ -255,8 +240,8 @@ def main() -> None:
         store.close()
 
     # -- 2. opening ------------------------------------------------------------------------------
-    last = small - 1
-    expected = answer(last)
+    newest = small - 1
+    expected = answer(newest)
 
     def pyrula_open() -> int:
         pyrula.Store(paths[small]).close()
@@ -265,7 +250,7 @@ def main() -> None:
     def pyrula_open_replay() -> int:
         store = pyrula.Store(paths[small])
         with pyrula.cassette(NAMESPACE, mode="none", store=store):
-            assert call(pyrula_client, last) == expected
+            assert call(pyrula_client, newest) == expected
         store.close()
         return 1
 
@@ -276,7 +261,7 @@ def main() -> None:
 
     def vcr_load_replay() -> int:
         with vcr.use_cassette(cassette_path, record_mode="none", match_on=VCR_BODY_MATCH):
-            assert call(floor_client, last) == expected
+            assert call(floor_client, newest) == expected
         return 1
 
     # The same exchanges as a text cassette in the repository, the store only its cache.
@@ -302,7 +287,7 @@ def main() -> None:
 
     def text_later_replay() -> int:
         with pyrula.cassette(NAMESPACE, mode="none", store=cache, path=text_file):
-            assert call(pyrula_client, last) == expected
+            assert call(pyrula_client, newest) == expected
         return 1
 
     open_variants = {

@@ -19,8 +19,10 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from unittest import mock
 
-from pyrula.journal import Exchange, Exchanges, Store
+from pyrula.journal import Exchange, Exchanges
+from pyrula.journal.lmdb_store import LmdbStore
 
 
 def _timed(fn: Callable[[], object], calls: int) -> float:
@@ -30,13 +32,17 @@ def _timed(fn: Callable[[], object], calls: int) -> float:
     return (time.perf_counter() - started) / calls * 1e6
 
 
+def _unchecked() -> None:
+    """`LmdbStore._check_length` switched off."""
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--calls", type=int, default=20_000)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
-        store = Store(Path(folder) / "store")
+        store = LmdbStore(Path(folder) / "store")  # the check is the LMDB store's
         exchanges = Exchanges(store)
         exchanges.put(
             b"k",
@@ -65,10 +71,9 @@ def main() -> None:
         rows: dict[str, list[float]] = {}
         for _ in range(args.rounds):
             for name, fn in (("read txn", read), ("Exchanges.get", lookup)):
-                for variant, check in (("off", lambda: None), ("on", checked)):
-                    store._check_length = check  # type: ignore[method-assign]
-                    rows.setdefault(f"{name} {variant}", []).append(_timed(fn, args.calls))
-        store._check_length = checked  # type: ignore[method-assign]
+                for variant, check in (("off", _unchecked), ("on", checked)):
+                    with mock.patch.object(store, "_check_length", check):
+                        rows.setdefault(f"{name} {variant}", []).append(_timed(fn, args.calls))
         store.close()
     print(f"{'operation':<22}{'median µs':>12}{'ratio':>9}")
     for name in ("read txn", "Exchanges.get"):

@@ -25,6 +25,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -217,14 +218,17 @@ def main() -> None:
 
     # -- chunk boundaries ------------------------------------------------------------------------
     raw = httpx.Client(transport=pyrula.HttpxTransport(httpx.HTTPTransport()))
-    request = {
-        "url": server.base_url + "/chat/completions",
-        "json": {"model": MODEL, "messages": MESSAGES, "stream": True},
-        "headers": {"authorization": f"Bearer {API_KEY}"},
-    }
+
+    def post(client: httpx.Client) -> AbstractContextManager[httpx.Response]:
+        return client.stream(
+            "POST",
+            server.base_url + "/chat/completions",
+            json={"model": MODEL, "messages": MESSAGES, "stream": True},
+            headers={"authorization": f"Bearer {API_KEY}"},
+        )
 
     def raw_sizes() -> list[int]:
-        with raw.stream("POST", **request) as response:
+        with post(raw) as response:
             return [len(chunk) for chunk in response.iter_raw()]
 
     with pyrula.cassette("bounds", mode="all", store=store):
@@ -240,12 +244,12 @@ def main() -> None:
     bounds_path = str(tmp / "vcr-bounds.yaml")
     with (
         vcr.use_cassette(bounds_path, record_mode="all"),
-        plain_raw.stream("POST", **request) as response,
+        post(plain_raw) as response,
     ):
         vcr_live = [len(chunk) for chunk in response.iter_raw()]
     with (
         vcr.use_cassette(bounds_path, record_mode="none"),
-        plain_raw.stream("POST", **request) as response,
+        post(plain_raw) as response,
     ):
         vcr_replayed = [len(chunk) for chunk in response.iter_raw()]
 
