@@ -2,9 +2,10 @@
 
 The convention, for whoever writes a page:
 
-- Each ```python block is one example, run as a script in a fresh interpreter whose working
-  directory is an empty temporary folder (so `.pyrula` and any file it writes land there;
-  `PYRULA_STORE` points there too). The stand-in providers of `tests/fakes/any_provider.py`
+- Each ```python block is one example, run as a script in a process of its own (forked from
+  a host that imported pyrula and the SDKs once), with its own namespace and environment, in
+  an empty temporary folder (so `.pyrula` and any file it writes land there; `PYRULA_STORE`
+  points there too). The stand-in providers of `tests/fakes/any_provider.py`
   serve on 127.0.0.1, and the SDKs find them through their usual environment:
   `OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL`, `GOOGLE_GEMINI_BASE_URL`,
   `AWS_ENDPOINT_URL_BEDROCK_RUNTIME`, and fake keys (`OPENAI_API_KEY`, `ANTHROPIC_API_KEY`,
@@ -43,8 +44,11 @@ import ast
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
@@ -168,9 +172,17 @@ def _turns(script: str) -> list[agent_api.Turn]:
     return [turn(item) for item in json.loads(script)]
 
 
-# Runs an example: loopback only, top-level await allowed; `pytest` mode runs a test module.
-_RUNNER = r"""
-import ast, asyncio, inspect, socket, sys
+# The examples' host: a Python process that imports the heavy modules once (`PRELOAD`), then
+# forks a child per example (a fresh namespace, working directory and environment; loopback
+# only; top-level await allowed; `pytest` mode runs a test module). Its protocol: one JSON job a
+# line on stdin, one JSON exit status a line on stdout; the child's output goes to files.
+PRELOAD = [
+    "pyrula", "pyrula.agents", "pyrula.agents.compat", "pyrula.agents.testing", "pyrula.runtime",
+    "pyrula.journal", "pyrula.proxy", "openai", "anthropic", "httpx", "httpx2", "boto3",
+    "pydantic", "pytest",
+]  # fmt: skip
+_HOST = r"""
+import ast, asyncio, importlib, inspect, json, os, signal, socket, sys, threading, traceback
 
 LOCAL = {"127.0.0.1", "::1", "localhost", "", "0.0.0.0", "::"}  # the last three: to listen
 _connect, _getaddrinfo = socket.socket.connect, socket.getaddrinfo
@@ -191,19 +203,102 @@ def getaddrinfo(host, *args, **kwargs):
         _refuse(host)
     return _getaddrinfo(host, *args, **kwargs)
 
+def run(mode, path):
+    if mode == "pytest":
+        import pytest
+        return pytest.main(["-q", "-p", "no:cacheprovider", "--pyrula-record-mode=once", path])
+    source = open(path).read()
+    code = compile(source, path, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    namespace = {"__name__": "__main__", "__file__": path}
+    if code.co_flags & inspect.CO_COROUTINE:
+        asyncio.run(eval(code, namespace))
+    else:
+        exec(code, namespace)
+    return 0
+
+def child(job):
+    signal.alarm(job["timeout"])  # a hung example dies of SIGALRM
+    os.chdir(job["cwd"])
+    os.environ.clear()
+    os.environ.update(job["env"])
+    for fd, name, flags in ((0, os.devnull, os.O_RDONLY), (1, job["out"], os.O_WRONLY | os.O_CREAT),
+                            (2, job["err"], os.O_WRONLY | os.O_CREAT)):
+        os.dup2(os.open(name, flags), fd)
+    sys.path[0], sys.argv = job["cwd"], [job["script"]]
+    try:
+        status = run(job["mode"], job["script"])
+    except SystemExit as exit:
+        status = exit.code if isinstance(exit.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(int(status or 0))
+
 socket.socket.connect, socket.getaddrinfo = connect, getaddrinfo
-mode, path = sys.argv[1], sys.argv[2]
-if mode == "pytest":
-    import pytest
-    sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "--pyrula-record-mode=once", path]))
-source = open(path).read()
-code = compile(source, path, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-namespace = {"__name__": "__main__", "__file__": path}
-if code.co_flags & inspect.CO_COROUTINE:
-    asyncio.run(eval(code, namespace))
-else:
-    exec(code, namespace)
+for name in sys.argv[1:]:
+    try:
+        importlib.import_module(name)
+    except ImportError:
+        pass
+for line in sys.stdin:
+    job = json.loads(line)
+    if threading.active_count() > 1:  # a fork would copy a thread's locks, not the thread
+        print(json.dumps({"status": None, "threads": threading.active_count()}), flush=True)
+        continue
+    pid = os.fork()
+    if pid == 0:
+        child(job)
+    _, status = os.waitpid(pid, 0)
+    print(json.dumps({"status": os.waitstatus_to_exitcode(status)}), flush=True)
 """
+
+
+@dataclass
+class Done:
+    status: int
+    stdout: str
+    stderr: str
+
+
+class Host:
+    """One examples' host per test process (per xdist worker)."""
+
+    def __init__(self) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYRULA_", "PYTEST_"))}
+        env.pop("PYTHONPATH", None)  # the installed pyrula, as a user has it
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", _HOST, *PRELOAD],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+            cwd=tempfile.gettempdir(),
+            text=True,
+        )
+
+    def run(self, mode: str, script: Path, env: dict[str, str]) -> Done:
+        out, err = script.with_suffix(".out"), script.with_suffix(".err")
+        job = {"mode": mode, "script": str(script), "cwd": str(script.parent), "env": env}
+        job |= {"out": str(out), "err": str(err), "timeout": TIMEOUT_S}
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.write(json.dumps(job) + "\n")
+        self.process.stdin.flush()
+        answer = json.loads(self.process.stdout.readline())
+        assert answer["status"] is not None, f"the host had {answer['threads']} threads"
+        return Done(answer["status"], out.read_text(), err.read_text())
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def host() -> Iterator[Host]:
+    started = Host()
+    yield started
+    started.close()
 
 
 def _environment(url: str, tmp_path: Path, *, pytest_mode: bool) -> dict[str, str]:
@@ -216,7 +311,7 @@ def _environment(url: str, tmp_path: Path, *, pytest_mode: bool) -> dict[str, st
 
 
 @pytest.mark.parametrize("example", COLLECTED, ids=[e.id for e in COLLECTED])
-def test_example(example: Example, tmp_path: Path) -> None:
+def test_example(example: Example, tmp_path: Path, host: Host) -> None:
     reason = example.directive("not run")
     if reason is not None:
         pytest.skip(f"not run: {reason}")
@@ -227,21 +322,13 @@ def test_example(example: Example, tmp_path: Path) -> None:
     pytest_mode = example.is_test_module
     script = tmp_path / ("test_example.py" if pytest_mode else "example.py")
     script.write_text(example.source + "\n")
-    runner = tmp_path / "_run_example.py"
-    runner.write_text(_RUNNER)
     replies = example.directive("replies")
     with Server(any_provider.reply(_turns(replies) if replies else ())) as server:
-        done = subprocess.run(
-            [sys.executable, str(runner), "pytest" if pytest_mode else "script", str(script)],
-            cwd=tmp_path,
-            env=_environment(server.url, tmp_path, pytest_mode=pytest_mode),
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT_S,
-        )
-    assert done.returncode == 0, (
-        f"{example.id} failed (exit {done.returncode}); fix the block or its marker.\n"
+        env = _environment(server.url, tmp_path, pytest_mode=pytest_mode)
+        done = host.run("pytest" if pytest_mode else "script", script, env)
+    late = f" (it ran past {TIMEOUT_S} s)" if done.status == -signal.SIGALRM else ""
+    assert done.status == 0, (
+        f"{example.id} failed (exit {done.status}{late}); fix the block or its marker.\n"
         f"--- stdout\n{done.stdout[-3000:]}\n--- stderr\n{done.stderr[-6000:]}"
     )
     if pytest_mode:
