@@ -64,12 +64,17 @@ def _git(cwd: pathlib.Path, *args: str) -> str:
     return done.stdout
 
 
+def _tests(pytester: pytest.Pytester, module: str, source: str) -> None:
+    """A sample project of one test module, `tests/<module>.py`, recording text cassettes."""
+    pytester.makeini("[pytest]\n")
+    (pytester.path / "tests").mkdir()
+    (pytester.path / "tests" / f"{module}.py").write_text(source)
+
+
 @pytest.fixture
 def project(sample_project):
     pytester = sample_project
-    pytester.makeini("[pytest]\n")
-    (pytester.path / "tests").mkdir()
-    (pytester.path / "tests" / "test_chat.py").write_text(SUITE)
+    _tests(pytester, "test_chat", SUITE)
     _git(pytester.path, "init", "-q", "-b", "main")
     _git(pytester.path, "add", "-A")
     _git(pytester.path, "commit", "-q", "-m", "tests, not recorded yet")
@@ -205,9 +210,7 @@ def _stamp(monkeypatch, date: str, server: str) -> None:
 def test_re_recording_an_unchanged_test_leaves_its_cassette_file_byte_for_byte(
     pytester, sample_project, monkeypatch
 ):
-    pytester.makeini("[pytest]\n")
-    (pytester.path / "tests").mkdir()
-    (pytester.path / "tests" / "test_chat.py").write_text(STAMPED)
+    _tests(pytester, "test_chat", STAMPED)
     _git(pytester.path, "init", "-q", "-b", "main")
     first = "Mon, 01 Dec 2025 09:00:00 GMT"
     _stamp(monkeypatch, first, "stand-in/1")
@@ -266,11 +269,8 @@ def test_shared(n):
 
 @pytest.fixture
 def shared(sample_project):
-    pytester = sample_project
-    pytester.makeini("[pytest]\n")
-    (pytester.path / "tests").mkdir()
-    (pytester.path / "tests" / "test_shared.py").write_text(SHARED)
-    return pytester.path / "tests" / "cassettes" / "test_shared" / "shared.json"
+    _tests(sample_project, "test_shared", SHARED)
+    return sample_project.path / "tests" / "cassettes" / "test_shared" / "shared.json"
 
 
 def _asked(path: pathlib.Path) -> list[str]:

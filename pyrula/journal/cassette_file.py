@@ -38,7 +38,8 @@ file still has the noted stat, last changed well before it was noted, trusts the
 reading the file (git's index rule: a file written in the same timestamp tick as its check may have
 changed unseen, so such a "racy" stat is never trusted). Otherwise the file is read and hashed;
 only when the digest differs is it parsed and the cassette's records replaced. The file is written
-atomically (a temporary file renamed over it).
+atomically (a temporary file renamed over it), keeping verbatim each entry a re-recording made
+again unchanged (`steady`). Both run under the cassettes' lock (`cassette_lock`).
 """
 
 from __future__ import annotations
