@@ -23,8 +23,8 @@ from pyrula.errors import (
     StoreNotFound,
 )
 from pyrula.journal.lmdb_file import LengthWatch, check_data_file, unusable
-from pyrula.journal.store import DATABASES as _DATABASES
-from pyrula.journal.store import (
+from pyrula.journal.store_base import DATABASES as _DATABASES
+from pyrula.journal.store_base import (
     Fence,
     Location,
     Store,

@@ -9,7 +9,7 @@ a change is a new one appended to `MIGRATIONS`.
 
 from __future__ import annotations
 
-from pyrula.journal.store import DATABASES
+from pyrula.journal.store_base import DATABASES
 
 MAGIC = b"pyrula-store"
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 import functools
 
 from pyrula.journal.pg_schema import table
-from pyrula.journal.store import DATABASES
+from pyrula.journal.store_base import DATABASES
 
 SCAN_BATCH = 1000
 # One lock for the whole store (its schema): writers serialise on it as on LMDB's write lock.

@@ -15,17 +15,15 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pyrula.errors import StoreError
 from pyrula.journal.pg_schema import table
 from pyrula.journal.pg_sql import SCAN_BATCH, SQL, fenced_sql
-from pyrula.journal.store import Fence, prefix_end
+from pyrula.journal.store_base import Fence, Txn, prefix_end
 from pyrula.journal.wakeups import CHANNEL
-
-if TYPE_CHECKING:
-    from pyrula.journal.postgres import PostgresStore
 
 try:
     import psycopg
@@ -64,6 +62,15 @@ def session_options(url: str) -> dict[str, str]:
     return {"options": f"{options} -c {IDLE_SETTING}={max(round(seconds * 1000), 1)}".strip()}
 
 
+class Server(Protocol):
+    """What a transaction asks of its store (`postgres.PostgresStore`, which builds on this
+    module): a fresh connection for a lost one, and reads of its own."""
+
+    def reconnect(self, conn: Any, exc: BaseException, deadline: float, delay: float) -> Any: ...
+
+    def read(self) -> AbstractContextManager[Txn]: ...
+
+
 @dataclass(slots=True)
 class _FencedPut:
     """A `put_fenced` kept for the next multi-row statement, and (then) whether it was added."""
@@ -88,7 +95,7 @@ class PgTxn:
         conn: Any,
         pipeline: Any,
         *,
-        store: PostgresStore | None = None,
+        store: Server | None = None,
         kept_only: bool = False,
     ) -> None:
         self.conn = conn
@@ -202,7 +209,7 @@ class PgTxn:
                 put.added = put.key in added
             del self.sent[0]
 
-    def settle(self, store: PostgresStore) -> None:
+    def settle(self, store: Server) -> None:
         """The answers of fenced puts whose commit was confirmed by its token after the
         connection was lost with their results: a put was added if its row holds its value."""
         sent, self.sent = self.sent, []
