@@ -66,25 +66,19 @@ VARIANTS = ("as recorded", "no sent-index entry", "no request blobs", "record on
 RUN_VARIANTS = ("a run's calls, as recorded", "a run's calls, with a sent-index entry")
 
 
-_Prepare = Callable[..., PreparedExchange]
+_PREPARE = Exchanges.prepare  # the library's own, which "no request blobs" wraps
 
 
 def _no_entry(sent: bytes | None, canonical: Canonical) -> tuple[bytes, bytes] | None:
+    """`sent_index.entry` giving none: the commit writes no sent-index entry."""
     return None
 
 
-def _without_blobs(prepare: _Prepare) -> _Prepare:
-    @functools.wraps(prepare)
-    def prepared(
-        exchanges: Exchanges,
-        key: bytes,
-        exchange: Exchange,
-        *,
-        sent: tuple[bytes, bytes] | None = None,
-    ) -> PreparedExchange:
-        return prepare(exchanges, key, exchange, sent=sent)._replace(blobs=[])
-
-    return prepared
+def _without_blobs(
+    exchanges: Exchanges, key: bytes, exchange: Exchange, *, sent: tuple[bytes, bytes] | None = None
+) -> PreparedExchange:
+    """`Exchanges.prepare`, its request's blobs left out of what the commit writes."""
+    return _PREPARE(exchanges, key, exchange, sent=sent)._replace(blobs=[])
 
 
 @contextlib.contextmanager
@@ -96,8 +90,7 @@ def leaving_out(variant: str) -> Iterator[None]:
         if variant in ("no sent-index entry", "record only"):
             swapped.enter_context(mock.patch.object(sent_index, "entry", _no_entry))
         if variant in ("no request blobs", "record only"):
-            without = _without_blobs(Exchanges.prepare)
-            swapped.enter_context(mock.patch.object(Exchanges, "prepare", without))
+            swapped.enter_context(mock.patch.object(Exchanges, "prepare", _without_blobs))
         if variant == RUN_VARIANTS[1]:
             indexed = functools.partial(recorder.record_exchange, index_sent=True)
             swapped.enter_context(mock.patch.object(session, "record_exchange", indexed))
