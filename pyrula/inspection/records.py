@@ -120,14 +120,19 @@ def load_readable(
 
 
 def resolve(exchanges: Exchanges, id_prefix: str) -> Entry:
-    """The one exchange whose record id starts with `id_prefix`."""
+    """The one exchange whose record id starts with `id_prefix`, else the one whose request
+    fingerprint does (a replay miss names the nearest recording by its fingerprint, as a text
+    cassette's file holds it)."""
     wanted = id_prefix.strip().lower()
     if not wanted:
         raise UnknownRecord("give an exchange id (or its first characters); `pyrula journal ls`")
-    found = [entry for entry in select(exchanges) if entry.record.id.startswith(wanted)]
+    entries = select(exchanges)
+    found = [entry for entry in entries if entry.record.id.startswith(wanted)]
+    if not found:
+        found = [entry for entry in entries if entry.record.fingerprint.startswith(wanted)]
     if not found:
         raise UnknownRecord(
-            f"no exchange has an id starting with {id_prefix!r}; "
+            f"no exchange has an id or a fingerprint starting with {id_prefix!r}; "
             "`pyrula journal ls` lists the ids in this store"
         )
     if len(found) > 1:

@@ -123,11 +123,21 @@ def test_show_prints_a_plain_reply_body(journal: Invoke, store: Path) -> None:
     assert "content-type: application/json" in result.stdout
 
 
+def test_show_finds_an_exchange_by_the_fingerprint_a_replay_miss_names(
+    journal: Invoke, store: Path
+) -> None:
+    (row,) = [r for r in ls(journal, store) if r["id"] == ids_by_question(journal, store)["Ping?"]]
+
+    shown = journal("show", row["fingerprint"][:12], "--store", str(store), "--json")
+
+    assert json.loads(shown.stdout)["id"] == row["id"]
+
+
 def test_show_unknown_id_fails_with_one_line(journal: Invoke, store: Path) -> None:
     result = journal("show", "ffffffffffffffff0000", "--store", str(store))
 
     assert result.exit_code == 1
-    assert result.stderr.startswith("error: no exchange has an id starting with")
+    assert result.stderr.startswith("error: no exchange has an id or a fingerprint starting with")
     assert result.stderr.count("\n") == 1
     assert "Traceback" not in result.output
 
