@@ -20,12 +20,13 @@ import time
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from pyrula.errors import RestoreRefused, StoreCorrupt
 from pyrula.fingerprints.bounded import BoundedCache
 from pyrula.journal import blobs, pending, sent_index
 from pyrula.journal.async_store import on_store_thread
+from pyrula.journal.prepared import PreparedExchange
 from pyrula.journal.records import (
     RECORD_FORMAT,
     ExchangeRecord,
@@ -73,19 +74,6 @@ class StoredExchange:
     record: ExchangeRecord
     request: dict[str, Any]
     frames: list[bytes]
-
-
-class PreparedExchange(NamedTuple):
-    """One exchange's write, encoded (`Exchanges.prepare`): the record under `key` (`value`:
-    its header and first page), its further pages (page key, checksummed page), its request's
-    blobs (digest, bytes) and its sent-index entry (sent digest, fingerprint), if any."""
-
-    key: bytes
-    record: ExchangeRecord
-    value: bytes
-    pages: list[tuple[bytes, bytes]]
-    blobs: list[tuple[bytes, bytes]]
-    sent: tuple[bytes, bytes] | None
 
 
 def _pack(frames: Iterable[bytes]) -> list[bytes]:

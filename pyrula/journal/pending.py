@@ -21,7 +21,7 @@ import logging
 import struct
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from pyrula.errors import StoreError
 from pyrula.journal import file_ahead
@@ -36,11 +36,9 @@ from pyrula.journal.append_log import (
     read_payloads,
     stopped_logs,
 )
+from pyrula.journal.prepared import PreparedExchange
 from pyrula.journal.records import decode
-from pyrula.journal.store import Txn
-
-if TYPE_CHECKING:
-    from pyrula.journal.exchanges import Exchanges, PreparedExchange
+from pyrula.journal.store import Store, Txn
 
 # A block's first recordings are committed one by one: their own commits cost less than a batch.
 DIRECT_RECORDINGS = 2
@@ -52,6 +50,15 @@ FOLD_SECONDS = 1.0
 _MAGIC = b"PYRPEND1"
 
 log = logging.getLogger("pyrula.journal")
+
+
+class Exchanges(Protocol):
+    """What a pending log puts its recordings in the store through (`exchanges.Exchanges`, which
+    imports this module): the store, and how one prepared exchange is put in a transaction."""
+
+    store: Store
+
+    def apply(self, txn: Txn, prepared: PreparedExchange) -> None: ...
 
 
 class PendingLog(BatchLog):
@@ -136,8 +143,6 @@ def _encode(prepared: PreparedExchange) -> bytes:
 
 
 def _decode(payload: bytes) -> PreparedExchange:
-    from pyrula.journal.exchanges import PreparedExchange
-
     reader = FieldReader(payload)
     key, value = reader.field(), reader.field()
     pages = [(reader.field(), reader.field()) for _ in range(reader.u32())]
