@@ -157,8 +157,9 @@ def _relative(path: Path, root: Path) -> str:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers",
-        "pyrula(name=None, mode=None): run the test inside a pyrula cassette "
-        "(named after the test unless given)",
+        "pyrula(name=None, mode=None, live_budget_usd=None): run the test inside a pyrula "
+        "cassette (named after the test unless given); live_budget_usd caps what it may spend "
+        "on live model calls",
     )
     config.stash[_STATE] = _PluginState(config)
 
