@@ -23,6 +23,7 @@
     │   ├── RunFailed                    an awaited run failed with an error not rebuilt here
     │   ├── StepFailed                   a journaled error whose own class cannot be rebuilt
     │   ├── SurfaceUnavailable           also an AttributeError: the SDK release lacks a surface
+    │   ├── MissingExtra                 also an ImportError: names the missing extra's pip command
     │   ├── ToolRefused
     │   ├── IntegrationSetupError        a LangGraph node with no checkpointer or no worker
     │   ├── NotYetSupported              also a NotImplementedError: names what to use instead
@@ -64,6 +65,8 @@ rebuilds it as the SDK's own exception (`ReplayedFailure`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 
 class PyrulaError(Exception):
@@ -281,6 +284,39 @@ class SurfaceUnavailable(AttributeError, PyrulaError):
         )
 
 
+class MissingExtra(ImportError, PyrulaError):
+    """Something needs an optional extra whose packages are not installed here.
+
+    Still an `ImportError` (a package did not import; it is kept as `__cause__`), but one whose
+    message names the feature that needs it and the exact pip command:
+    `MissingExtra("a postgresql:// store", "postgres", ("psycopg",), needs="psycopg 3 and its
+    pool")` reads "a postgresql:// store needs psycopg 3 and its pool (psycopg is not
+    installed): pip install 'pyrula[postgres]'". `extra` may name several (`"agents,bedrock"`);
+    `alternative` is another way out ("pass api_key= a Bedrock API key")."""
+
+    def __init__(
+        self,
+        feature: str,
+        extra: str,
+        packages: Iterable[str | None] = (),
+        *,
+        needs: str = "",
+        alternative: str = "",
+    ) -> None:
+        self.feature, self.extra = feature, extra
+        self.packages = tuple(name for name in packages if name)
+        self.pip_command = f"pip install 'pyrula[{extra}]'"
+        missing = ""
+        if self.packages:
+            verb = "is" if len(self.packages) == 1 else "are"
+            missing = f" ({', '.join(self.packages)} {verb} not installed)"
+        also = f"; or {alternative}" if alternative else ""
+        super().__init__(
+            f"{feature} needs {needs or f'the {extra} extra'}{missing}: {self.pip_command}{also}",
+            name=self.packages[0] if self.packages else None,
+        )
+
+
 class ToolRefused(PyrulaError):
     """A tool call was not allowed: a reviewer declined it, or its per-run limit is reached."""
 
@@ -382,7 +418,8 @@ class StoreUnavailable(StoreError):
     each fact commits whole or not at all."""
 class UIConfigError(PyrulaError):
     """`pyrula ui` cannot start as asked: an address off loopback without a token, a short
-    token, or the `ui` extra not installed. The message names the flag or package to use."""
+    token, a port that is not a number. The message names the flag to use (the `ui` extra not
+    installed is a `MissingExtra`)."""
 class CassetteFileError(StoreError):
     """A text cassette file cannot be read; the message names the file and what is wrong."""
 

@@ -5,7 +5,8 @@ A package lists where each of its lazy names lives and takes the two module hook
     __getattr__, __dir__ = lazy_exports(__name__, {"Worker": "pyrula.runtime.worker"})
 
 so importing the package imports none of those modules until a name is asked for; the value is
-then kept in the package, so later lookups are plain attribute reads.
+then kept in the package, so later lookups are plain attribute reads. `import_extra` loads a
+module whose package comes with an optional extra, naming the extra when the package is missing.
 """
 
 from __future__ import annotations
@@ -13,7 +14,10 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable, Mapping
+from types import ModuleType
 from typing import Any
+
+from pyrula.errors import MissingExtra
 
 
 def lazy_exports(
@@ -34,3 +38,15 @@ def lazy_exports(
         return sorted([*namespace, *where])
 
     return __getattr__, __dir__
+
+
+def import_extra(module: str, extra: str, feature: str | None = None) -> ModuleType:
+    """`module`, imported; when a package it needs is not installed, a `MissingExtra` naming
+    `feature` (else the module) and the `extra` that brings the package. One of Pyrula's own
+    modules missing is a broken install, raised as it is."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("pyrula"):
+            raise
+        raise MissingExtra(feature or module, extra, (exc.name,)) from exc

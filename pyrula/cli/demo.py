@@ -14,7 +14,7 @@ from rich.console import Console
 
 from pyrula.cli.journal import journal_app
 from pyrula.cli.runs import show
-from pyrula.errors import NotYetSupported, PyrulaError
+from pyrula.errors import MissingExtra, NotYetSupported, PyrulaError
 from pyrula.journal.store import default_location, default_path, is_url
 
 
@@ -35,12 +35,10 @@ def demo(
         # Imported here: the SDKs are an optional extra and slow to import.
         from pyrula.demo import durable, native, run
     except ImportError as exc:
-        console.print(
-            f"pyrula demo needs the openai and anthropic SDKs ({exc}); "
-            "install them with: pip install 'pyrula[agents]'",
-            markup=False,
-            highlight=False,
+        missing = MissingExtra(
+            "pyrula demo", "agents", (exc.name,), needs="the openai and anthropic SDKs"
         )
+        console.print(str(missing), markup=False, highlight=False)
         raise typer.Exit(2) from exc
     if is_url(store or default_location()):
         refused = NotYetSupported(

@@ -10,7 +10,7 @@ import typer
 
 from pyrula.cli._options import HostOption, PortOption, listen_at
 from pyrula.cli._reporting import reported as _reported
-from pyrula.errors import UIConfigError
+from pyrula.errors import MissingExtra
 
 _NEEDED = ("starlette", "uvicorn", "jinja2", "multipart")
 _DEFAULT_LISTEN = "127.0.0.1:8788"
@@ -50,10 +50,7 @@ def ui(
     with _reported(False):
         missing = [name for name in _NEEDED if importlib.util.find_spec(name) is None]
         if missing:
-            raise UIConfigError(
-                f"pyrula ui needs the ui extra ({', '.join(missing)} not installed): "
-                "pip install 'pyrula[ui]'"
-            )
+            raise MissingExtra("pyrula ui", "ui", missing)
         from pyrula.ui.serve import UIConfig, parse_listen, serve
 
         address = listen_at(listen, host, port, default=_DEFAULT_LISTEN, parse=parse_listen)

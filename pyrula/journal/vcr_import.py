@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pyrula.errors import NotYetSupported
+from pyrula.errors import MissingExtra
 from pyrula.fingerprints import RequestParts, canonicalize, joined_headers
 from pyrula.journal import cassette_file
 from pyrula.journal.exchanges import Exchanges
@@ -101,10 +101,8 @@ def _convert_one(store: Store, source: Path, target: Path) -> Converted:
 def _load_yaml(path: Path) -> Any:
     try:
         import yaml
-    except ImportError:  # pragma: no cover - the `vcr` extra brings it
-        raise NotYetSupported(
-            "reading vcrpy cassettes needs PyYAML: pip install 'pyrula[vcr]'"
-        ) from None
+    except ImportError as exc:  # the `vcr` extra brings it
+        raise MissingExtra("reading vcrpy cassettes", "vcr", (exc.name,), needs="PyYAML") from exc
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
         return yaml.load(path.read_text("utf-8"), Loader=loader)  # a safe loader

@@ -7,10 +7,10 @@ openai only, never anthropic.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 from pyrula.agents.compat._registry import converter_home, journaled, provider_home
+from pyrula.lazy import import_extra
 
 if TYPE_CHECKING:  # what IDEs and type checkers see; at run time each loads on first use
     from pyrula.agents.compat import bedrock, genai
@@ -85,26 +85,14 @@ __all__ = [
 ]
 
 
-def _drop_in_module(module: str, extra: str) -> Any:
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("pyrula"):
-            raise
-        raise ImportError(
-            f"{module} needs {exc.name}, which is not installed; install it with "
-            f'`pip install "pyrula[{extra}]"`'
-        ) from exc
-
-
 def __getattr__(name: str) -> Any:
     if name in _MODULES:
         extra = _MODULES[name]
         if extra != "agents":
             extra = f"agents,{extra}"
-        return _drop_in_module(f"{__name__}.{name}", extra)
+        return import_extra(f"{__name__}.{name}", extra)
     if name in _LAZY:
         module, extra = _LAZY[name]
         # An ImportError naming the release when the SDK lacks the client (BedrockOpenAI).
-        return getattr(_drop_in_module(module, extra), name)
+        return getattr(import_extra(module, extra, name), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -24,13 +24,14 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from typing import Any, TypeVar
 
+from pyrula.errors import MissingExtra
+
 try:
     import botocore.exceptions
     from botocore.client import BaseClient
 except ModuleNotFoundError as missing:  # the bedrock extra is not installed
-    raise ImportError(
-        f"the Bedrock drop-in needs boto3 ({missing}); install it with "
-        '`pip install "pyrula[agents,bedrock]"`'
+    raise MissingExtra(
+        "the Bedrock drop-in", "agents,bedrock", (missing.name,), needs="boto3"
     ) from missing
 
 from pyrula.agents.compat._frames import framed

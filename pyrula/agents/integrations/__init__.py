@@ -8,8 +8,9 @@ installed; a missing one is named with the extra that brings it.
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
+
+from pyrula.lazy import import_extra
 
 if TYPE_CHECKING:  # what IDEs and type checkers see; at run time each loads on first use
     from pyrula.agents.integrations.chat_model import DurableChatModel, durable_chat_model
@@ -41,13 +42,4 @@ def __getattr__(name: str) -> Any:
     if name not in _LAZY:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     module, extra = _LAZY[name]
-    try:
-        loaded = importlib.import_module(f"{__name__}.{module}")
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("pyrula"):
-            raise
-        raise ImportError(
-            f"{name} needs {exc.name}, which is not installed; install it with "
-            f'`pip install "pyrula[{extra}]"`'
-        ) from exc
-    return getattr(loaded, name)
+    return getattr(import_extra(f"{__name__}.{module}", extra, name), name)

@@ -23,6 +23,7 @@ from pyrula.agents.llm.messages import (
     ToolCall,
     ToolSpec,
 )
+from pyrula.errors import MissingExtra
 from pyrula.fingerprints import surfaces
 from pyrula.transport.eventstream import EventStreamDecoder
 
@@ -33,9 +34,12 @@ def _signer() -> Any:
         from botocore.awsrequest import AWSRequest
         from botocore.session import get_session
     except ImportError as exc:
-        raise ImportError(
-            "BedrockLLM signs its requests with botocore: pip install 'pyrula[bedrock]' "
-            "(or pass api_key= a Bedrock API key)"
+        raise MissingExtra(
+            "BedrockLLM's SigV4 signing",
+            "bedrock",
+            (exc.name,),
+            needs="botocore",
+            alternative="pass api_key= a Bedrock API key",
         ) from exc
     return SigV4Auth, AWSRequest, get_session
 

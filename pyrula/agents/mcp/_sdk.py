@@ -12,10 +12,14 @@ import anyio
 
 from pyrula.agents.mcp._calls import CallOptions, cancel_run, outcome, start
 from pyrula.agents.mcp._tools import ServedTool
-from pyrula.errors import IdempotencyConflict, JournalRefusal, ToolServerUnavailable
+from pyrula.errors import (
+    IdempotencyConflict,
+    JournalRefusal,
+    MissingExtra,
+    ToolServerUnavailable,
+)
 from pyrula.journal.async_store import acall
 
-_EXTRA = 'pip install "pyrula[agents]" (or pip install "mcp>=1.24,<3")'
 _CONTEXT_PARAM = "pyrula_mcp_context"
 # Where `run_http(auth=...)` leaves the principal it accepted, in the ASGI scope.
 IDENTITY_SCOPE_KEY = "pyrula.mcp.identity"
@@ -28,7 +32,13 @@ def sdk() -> tuple[type[Any], type[Any], type[Exception], int]:
     try:
         import mcp  # noqa: F401
     except ImportError as exc:
-        raise ImportError(f"build_mcp_server needs the mcp SDK: {_EXTRA}") from exc
+        raise MissingExtra(
+            "build_mcp_server",
+            "agents",
+            (exc.name,),
+            needs="the mcp SDK",
+            alternative="pip install 'mcp>=1.24,<3'",
+        ) from exc
     # Looked up by name: each major lacks the other's module, and mypy sees only one.
     try:
         v2 = importlib.import_module("mcp.server.mcpserver")
@@ -160,9 +170,9 @@ def build_sdk_server(
 ) -> Any:
     """The SDK's own high-level server with a handler per tool, each advertising the tool's
     input schema as the SDK derives it from the Python signature."""
+    server_class, context_class, tool_error, _major = sdk()
     from mcp.types import ToolAnnotations
 
-    server_class, context_class, tool_error, _major = sdk()
     server = server_class(name, **server_kwargs)
     for one in served:
         annotations = (

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from pyrula.agents.llm.messages import ToolSpec
-from pyrula.errors import MCPToolError
+from pyrula.errors import MCPToolError, MissingExtra
 from pyrula.runtime import ToolDefinition, WorkflowContext, tool
 
 
@@ -27,7 +27,7 @@ def _sdk() -> Any:
     try:
         import mcp
     except ImportError as exc:
-        raise ImportError("mcp_servers= needs the MCP SDK: pip install 'pyrula[mcp]'") from exc
+        raise MissingExtra("mcp_servers=", "mcp", (exc.name,), needs="the MCP SDK") from exc
     return mcp
 
 

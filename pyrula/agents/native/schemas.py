@@ -1,6 +1,6 @@
 """JSON schemas from Python: a tool's arguments from its signature, an output type's shape.
 
-Pydantic (installed with any provider SDK, or `pip install pydantic`) builds the schema of
+Pydantic (installed with any provider SDK, or `pip install 'pyrula[native]'`) builds the schema of
 each annotation and validates structured output; without it, tools whose parameters are plain
 `str`/`int`/`float`/`bool`/`list`/`dict` still get a schema.
 """
@@ -10,6 +10,8 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable
 from typing import Any
+
+from pyrula.errors import MissingExtra
 
 _PLAIN: dict[Any, dict[str, Any]] = {
     str: {"type": "string"},
@@ -25,9 +27,12 @@ def _pydantic() -> Any:
     try:
         import pydantic
     except ImportError as exc:
-        raise ImportError(
-            "this needs pydantic (structured output, or a tool parameter that is not a plain "
-            "str/int/float/bool/list/dict): pip install pydantic"
+        raise MissingExtra(
+            "structured output (or a tool parameter that is not a plain "
+            "str/int/float/bool/list/dict)",
+            "native",
+            (exc.name,),
+            needs="pydantic",
         ) from exc
     return pydantic
 

@@ -39,7 +39,7 @@ def test_a_missing_sdk_names_the_extra_to_install():
         "from pyrula.agents.compat import bedrock\n"
     )
     assert done.returncode == 1
-    assert 'pip install "pyrula[agents,bedrock]"' in done.stderr
+    assert "pip install 'pyrula[agents,bedrock]'" in done.stderr
     assert "botocore" in done.stderr
 
 
@@ -50,7 +50,7 @@ def test_importing_the_bedrock_module_without_boto3_names_the_extra():
         "import pyrula.agents.compat.bedrock\n"
     )
     assert done.returncode == 1
-    assert 'pip install "pyrula[agents,bedrock]"' in done.stderr
+    assert "pip install 'pyrula[agents,bedrock]'" in done.stderr
 
 
 def test_the_openai_drop_in_loads_nothing_the_sdk_itself_does_not():

@@ -30,7 +30,7 @@ except ImportError as exc:
 def test_a_missing_framework_is_named_with_its_extra(name, blocked, extra):
     code = _BLOCKED.format(blocked=blocked, name=name)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert f'pip install "{extra}"' in out.stdout, out.stdout + out.stderr
+    assert f"pip install '{extra}'" in out.stdout, out.stdout + out.stderr
 
 
 def test_importing_the_package_loads_neither_framework():
