@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from pyrula.errors import (
+    MissingExtra,
     NotAStore,
     StoreError,
     StoreFormatError,
@@ -43,7 +44,7 @@ from pyrula.errors import (
 from pyrula.journal.pg_schema import MAGIC, MIGRATIONS, SCHEMA_VERSION, table
 from pyrula.journal.pg_sql import SCAN_BATCH, WRITE_LOCK, begin_write
 from pyrula.journal.pg_txn import PgTxn, retry_seconds, session_options
-from pyrula.journal.store import (
+from pyrula.journal.store_base import (
     DATABASES,
     Location,
     Store,
@@ -54,11 +55,13 @@ from pyrula.journal.store import (
 )
 from pyrula.journal.wakeups import Wakeups
 
+_not_installed: ImportError | None = None
 try:
     import psycopg
     from psycopg_pool import ConnectionPool
-except ImportError:  # pragma: no cover - the extra is not installed
+except ImportError as exc:  # the extra is not installed
     psycopg = None  # type: ignore[assignment]
+    _not_installed = exc
 
 T = TypeVar("T")
 STORE_FORMAT = 1
@@ -86,9 +89,12 @@ class PostgresStore(Store):
         backend, and change nothing here: a commit is flushed as the server's
         `synchronous_commit` says (docs/scaling.md, "What holds")."""
         if psycopg is None:
-            raise StoreError(
-                "a postgresql:// store needs psycopg 3 and its pool: pip install 'pyrula[postgres]'"
-            )
+            raise MissingExtra(
+                "a postgresql:// store",
+                "postgres",
+                (_not_installed.name if _not_installed else None,),
+                needs="psycopg 3 and its pool",
+            ) from _not_installed
         self.url = os.fspath(location) if location is not None else default_location()
         self.location = display(self.url)
         self.readonly = readonly
