@@ -99,10 +99,11 @@ class WorkerProcess:
 
     def _read(self) -> None:
         assert self.process.stderr is not None
-        for line in self.process.stderr:
-            with self._changed:
-                self.lines.append(line.rstrip("\n"))
-                self._changed.notify_all()
+        with self.process.stderr as stream:  # closed at the worker's end: no descriptor leaks
+            for line in stream:
+                with self._changed:
+                    self.lines.append(line.rstrip("\n"))
+                    self._changed.notify_all()
         with self._changed:
             self._ended = True
             self._changed.notify_all()

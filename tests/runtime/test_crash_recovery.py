@@ -67,7 +67,8 @@ class Zygote:
 
     def close(self) -> None:
         self.process.kill()
-        self.process.wait()
+        with self.process:  # closes its stdin and stdout pipes, then waits
+            pass
 
 
 def _done_steps(journal: RunStore, run_id: str, store_path: Path) -> set[str]:

@@ -51,7 +51,7 @@ def test_each_error_is_caught_by_the_same_clause_after_sigkill_and_resume(tmp_pa
     first = _worker(store_path)
     _wait_for(Path(f"{log}.marker"))  # every error was raised, caught and journaled
     first.send_signal(signal.SIGKILL)
-    first.wait(timeout=30)
+    first.communicate(timeout=30)  # waits, and closes its stderr pipe
     live = log.read_text().splitlines()
 
     gate.touch()
