@@ -202,15 +202,24 @@ async def stdio(setup: Setup, *flags: str) -> AsyncIterator[Client]:
         yield Client(session)
 
 
+# The SDK's own HTTP client timeouts (`mcp.shared._httpx_utils`: 30 s, and 300 s to read, on both
+# majors). The server answers a `tools/call` when its run ends, with no bytes before: after a
+# worker is killed that is once a new worker process has started and run the tool again, seconds
+# under load. httpx's default (5 s for every read) failed such a call with `ReadTimeout`.
+MCP_TIMEOUT = {"timeout": 30.0, "read": 300.0}
+
+
 @contextlib.asynccontextmanager
 async def http(url: str, headers: dict[str, str] | None = None) -> AsyncIterator[Client]:
-    """A client of a streamable HTTP server."""
+    """A client of a streamable HTTP server, with the SDK's default timeouts (`MCP_TIMEOUT`)."""
     if MAJOR == 2:
         import httpx2
         from mcp.client.streamable_http import streamable_http_client as transport
 
         async with (
-            httpx2.AsyncClient(headers=headers or {}) as http_client,
+            httpx2.AsyncClient(
+                headers=headers or {}, timeout=httpx2.Timeout(**MCP_TIMEOUT)
+            ) as http_client,
             mcp.Client(transport(url, http_client=http_client)) as c,
         ):
             yield Client(c)
@@ -219,7 +228,7 @@ async def http(url: str, headers: dict[str, str] | None = None) -> AsyncIterator
     from mcp.client.streamable_http import streamable_http_client
 
     async with (
-        httpx.AsyncClient(headers=headers or {}) as client,
+        httpx.AsyncClient(headers=headers or {}, timeout=httpx.Timeout(**MCP_TIMEOUT)) as client,
         streamable_http_client(url, http_client=client) as (read, write, _),
         mcp.ClientSession(read, write) as session,
     ):

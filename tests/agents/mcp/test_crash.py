@@ -13,7 +13,6 @@ import pytest
 from pyrula.journal.store import open_store
 from pyrula.runtime import RunStore
 from tests.agents.mcp.support import HttpServer, Setup, WorkerProcess, http
-from tests.fakes.clock import wait_until
 
 
 async def _call(url: str, args: dict[str, Any], key: str) -> Any:
@@ -25,8 +24,15 @@ def queued(setup: Setup) -> bool:
     return setup.store.exists() and bool(RunStore(open_store(setup.store)).runs())
 
 
-def _in_thread(condition: Any, what: str) -> Any:
-    return anyio.to_thread.run_sync(lambda: wait_until(condition, what))
+async def _until(condition: Callable[[], Any], what: str, timeout: float = 60) -> None:
+    """Poll `condition` (the tools' log, the store) on the client's loop: the call goes on
+    meanwhile, and a call that fails cancels the wait, so its own error is what the test shows
+    (a wait in a thread cannot be cancelled: it ran on into its timeout)."""
+    with anyio.move_on_after(timeout) as waited:
+        while not condition():
+            await anyio.sleep(0.005)
+    if waited.cancelled_caught:
+        raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_a_worker_killed_mid_tool_is_replaced_and_the_waiting_call_gets_the_result() -> None:
@@ -43,11 +49,11 @@ def test_a_worker_killed_mid_tool_is_replaced_and_the_waiting_call_gets_the_resu
                 results.append(await _call(server.url, args, "kw"))
 
             tasks.start_soon(call)
-            await _in_thread(lambda: setup.lines("start hold-w"), "the tool to start")
+            await _until(lambda: setup.lines("start hold-w"), "the tool to start")
             first.kill()  # SIGKILL, between the tool's start and its effect
             setup.open_gate("hold-w")
             second = setup.worker()
-            await _in_thread(lambda: results, "the call's result")
+            await _until(lambda: results, "the call's result")
             second.kill()
         return results[0]
 
@@ -71,10 +77,10 @@ def test_a_server_killed_mid_call_is_restarted_and_the_retry_reattaches(when: st
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(_call, server.url, args, "ks")
             if when == "mid-tool":
-                await _in_thread(lambda: setup.lines("start hold-s"), "the tool to start")
+                await _until(lambda: setup.lines("start hold-s"), "the tool to start")
             else:
                 # The call's run is in the store, and no worker has taken it.
-                await _in_thread(lambda: queued(setup), "the run to be queued")
+                await _until(lambda: queued(setup), "the run to be queued")
             server.kill()  # SIGKILL: the client's connection drops with it
             tasks.cancel_scope.cancel()
 
@@ -154,7 +160,7 @@ def test_processes_killed_at_seeded_points_run_the_effect_as_documented(seed: in
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(call)
-            await _in_thread(_reached(setup, order, point), f"the {point} point")
+            await _until(_reached(setup, order, point), f"the {point} point")
             for victim in victims:  # SIGKILL
                 (server if victim == "server" else worker or server).kill()
             if "server" in victims:
@@ -163,7 +169,7 @@ def test_processes_killed_at_seeded_points_run_the_effect_as_documented(seed: in
             setup.open_gate(order)
             setup.open_gate(f"{order}.after")
             restart_worker()
-            await _in_thread(lambda: results, "the call's result")
+            await _until(lambda: results, "the call's result")
         return results[0]
 
     try:
