@@ -165,6 +165,18 @@ def test_reading_vcr_cassettes_without_pyyaml(absent, tmp_path):
     )
 
 
+def test_pyrula_import_vcr_without_pyyaml(absent, tmp_path):
+    cassette = tmp_path / "chat.yaml"
+    cassette.write_text("interactions: []\n")
+    absent("yaml")
+    result = CliRunner().invoke(app, ["import-vcr", str(cassette)])
+    assert result.exit_code == 1
+    assert result.output.strip() == (
+        "error: reading vcrpy cassettes needs PyYAML (yaml is not installed): "
+        "pip install 'pyrula[vcr]'"
+    )
+
+
 def test_bedrock_llm_signing_without_botocore(absent, monkeypatch):
     monkeypatch.delenv("AWS_BEARER_TOKEN_BEDROCK", raising=False)
 

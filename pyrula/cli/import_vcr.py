@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from pyrula.cli._reporting import reported
 from pyrula.journal.vcr_import import convert
 
 
@@ -28,7 +29,8 @@ def import_vcr(
     if missing:
         typer.echo(f"no such file or folder: {', '.join(missing)}", err=True)
         raise typer.Exit(2)
-    results = convert(paths, out=out)
+    with reported(False):  # PyYAML not installed: one line naming the pip command
+        results = convert(paths, out=out)
     if not results:
         typer.echo("no .yaml or .yml cassettes found", err=True)
         raise typer.Exit(2)
