@@ -7,6 +7,8 @@
   fingerprints, journal and transport only; the demo uses the library, not the CLI.
 - No library module is over 500 lines (the demo's stand-in server aside).
 - No one-letter module aliases.
+- No import circle among a package's modules: a module a module imports (at module level or
+  inside a function; a `TYPE_CHECKING` block aside) never imports it back, however indirectly.
 """
 
 from __future__ import annotations
@@ -59,10 +61,16 @@ def _files(*tops: str) -> Iterator[Path]:
         yield from sorted((ROOT / top).rglob("*.py"))
 
 
-def _imports(path: Path) -> Iterator[Import]:
+def _imports(path: Path, *, run_time: bool = False) -> Iterator[Import]:
+    """The imports of the module at `path`, wherever they are (`run_time`: but those inside
+    `if TYPE_CHECKING:`)."""
     importer = _module_name(path)
     package = importer if path.name == "__init__.py" else importer.rpartition(".")[0]
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    tree = ast.parse(path.read_text(), str(path))
+    skip = _type_checking_only(tree) if run_time else set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.Import):
             for name in node.names:
                 yield Import(importer, name.name, node.lineno, name.asname)
@@ -73,6 +81,15 @@ def _imports(path: Path) -> Iterator[Import]:
                 base = ".".join([*anchor, base] if base else anchor)
             for name in node.names:
                 yield Import(importer, f"{base}.{name.name}", node.lineno, name.asname)
+
+
+def _type_checking_only(tree: ast.Module) -> set[int]:
+    """The ids of the nodes inside `if TYPE_CHECKING:` blocks (imports for annotations only)."""
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(n) for part in node.body for n in ast.walk(part))
+    return skipped
 
 
 def _library_imports() -> list[Import]:
@@ -173,3 +190,78 @@ def test_the_ui_sees_the_runtime_through_its_public_package_only() -> None:
         and _module_of(i.target) != "pyrula.runtime"
     ]
     assert found == []
+
+
+def _run_time_graph() -> dict[str, set[str]]:
+    """Each pyrula module and the pyrula modules it imports when it runs (module level and
+    inside functions), `TYPE_CHECKING` imports left out."""
+    graph: dict[str, set[str]] = {}
+    for path in _files("pyrula"):
+        module = _module_name(path)
+        targets = graph.setdefault(module, set())
+        for i in _imports(path, run_time=True):
+            target = _module_of(i.target)
+            if target != module and _within(target, "pyrula"):
+                targets.add(target)
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, successors = work[-1]
+            for successor in successors:
+                if successor not in graph:
+                    continue
+                if successor not in index:
+                    index[successor] = low[successor] = len(index)
+                    stack.append(successor)
+                    on_stack.add(successor)
+                    work.append((successor, iter(sorted(graph[successor]))))
+                    break
+                if successor in on_stack:
+                    low[node] = min(low[node], index[successor])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        found.append(sorted(component))
+    return found
+
+
+def test_the_circle_finder_finds_a_circle_and_only_one() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": {"e"}, "e": set(), "f": {"f"}}
+    assert _circles(graph) == [["a", "b", "c"]]
+
+
+# The packages whose modules must not import each other in a circle. pyrula.journal and
+# pyrula.transport join the list once their circles are broken (issue 39, in progress there).
+_NO_CIRCLES = ["pyrula.runtime"]
+
+
+@pytest.mark.parametrize("package", _NO_CIRCLES)
+def test_no_import_circle_among_a_packages_modules(package: str) -> None:
+    circles = _circles(_run_time_graph())
+    inside = [c for c in circles if any(_within(m, package) for m in c)]
+    assert inside == [], f"import circles (all of pyrula's: {circles})"

@@ -27,8 +27,9 @@ if TYPE_CHECKING:
     from pyrula.runtime.live_budget import LiveBudget, LiveSpend
     from pyrula.runtime.pricing import prices
     from pyrula.runtime.ratelimit import LLMRate
-    from pyrula.runtime.registry import Definition, ToolDefinition, agent, tool, workflow
+    from pyrula.runtime.registry import Definition, agent, workflow
     from pyrula.runtime.runstore import Event, RunRecord, RunStore
+    from pyrula.runtime.tools import ToolDefinition, tool
     from pyrula.runtime.worker import Worker
 
 _WHERE: dict[str, str] = {
@@ -41,9 +42,8 @@ _WHERE: dict[str, str] = {
     **dict.fromkeys(("LiveBudget", "LiveSpend"), "pyrula.runtime.live_budget"),
     "prices": "pyrula.runtime.pricing",
     "LLMRate": "pyrula.runtime.ratelimit",
-    **dict.fromkeys(
-        ("Definition", "ToolDefinition", "agent", "tool", "workflow"), "pyrula.runtime.registry"
-    ),
+    **dict.fromkeys(("Definition", "agent", "workflow"), "pyrula.runtime.registry"),
+    **dict.fromkeys(("ToolDefinition", "tool"), "pyrula.runtime.tools"),
     **dict.fromkeys(("Event", "RunRecord", "RunStore"), "pyrula.runtime.runstore"),
     "Worker": "pyrula.runtime.worker",
 }

@@ -14,6 +14,7 @@ from pyrula.journal.async_store import acall
 from pyrula.journal.store import Txn
 from pyrula.runtime.attempt import Attempt, Park
 from pyrula.runtime.calls import current_run, enter_scope, in_scope
+from pyrula.runtime.children import child_result, child_run_id, submit_child
 from pyrula.runtime.failures import describe_error, rebuild_error
 from pyrula.runtime.positions import Scope
 from pyrula.runtime.records import to_json_value
@@ -272,8 +273,6 @@ class WorkflowContext:
         """
         if parent_close not in ("cancel", "terminate", "abandon"):
             raise ValueError("parent_close must be 'cancel', 'terminate' or 'abandon'")
-        from pyrula.runtime.client import child_result, child_run_id, submit_child
-
         attempt = self._attempt
         position = attempt.next_position("child")
         await attempt.acheck_cancel()

@@ -117,7 +117,7 @@ def test_a_tool_called_from_the_body_is_charged_to_the_run():
 
 
 def test_an_optional_context_annotation_still_asks_for_the_context():
-    from pyrula.runtime.registry import context_wanted
+    from pyrula.runtime.tools import context_wanted
 
     def optional(ctx: ToolContext | None, text: str) -> str:
         return text
