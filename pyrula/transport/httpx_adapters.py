@@ -1,17 +1,17 @@
 """The httpx (1.x) pair of journaling transports, for openai 2.x, anthropic 0.x and google-genai.
 
-Apart from `adapters` so that httpx is imported only by a program whose SDK uses it; the
-adapters' logic is shared (`adapters._SyncAdapter`, `adapters._AsyncAdapter`).
+Apart from `base_adapters` so that httpx is imported only by a program whose SDK uses it; the
+adapters' logic is shared (`base_adapters.SyncAdapter`, `base_adapters.AsyncAdapter`).
 """
 
 from __future__ import annotations
 
 import httpx
 
-from pyrula.transport.adapters import _AsyncAdapter, _SyncAdapter
+from pyrula.transport.base_adapters import AsyncAdapter, SyncAdapter
 
 
-class HttpxTransport(_SyncAdapter, httpx.BaseTransport):
+class HttpxTransport(SyncAdapter, httpx.BaseTransport):
     """A journaling `httpx` transport (openai 2.x, anthropic 0.x): records or replays each call.
 
     `inner` is the transport that really sends (default: `httpx.HTTPTransport()`); `session`
@@ -21,7 +21,7 @@ class HttpxTransport(_SyncAdapter, httpx.BaseTransport):
     _lib = httpx
 
 
-class AsyncHttpxTransport(_AsyncAdapter, httpx.AsyncBaseTransport):
+class AsyncHttpxTransport(AsyncAdapter, httpx.AsyncBaseTransport):
     """The async twin of `HttpxTransport`."""
 
     _lib = httpx
