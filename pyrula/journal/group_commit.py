@@ -17,14 +17,15 @@ round trip, which the loop does not wait out); with more, the committer thread c
 the loop goes on with the other runs. Either way a caller is released only after its
 commit, and callers queued together share it.
 
-A write may carry its `scope` (the names it touches, as for `Store.write`): the group is then
-written under the union of its writes' scopes, so on PostgreSQL it excludes only writes of those
-runs, not the whole store; one write without a scope makes the whole group unscoped. A write
-may also carry a `fast` form: a function that sends its write without waiting for an answer
-(`Txn.put_fenced`) and returns how to read, afterwards, whether it took effect. The fast forms
-of a group are all sent first, so on PostgreSQL the group costs one round trip for all its
-writes plus the commit; a write whose fast form did not take effect (its guess was stale, its
-fence moved) runs its full `fn` in the same transaction.
+The queue, the batches and the release are `batching.Batcher`'s (shared with group read); what
+is this module's is where a group commits (`_in_place`) and how its writes fail. A group is
+written unscoped: on PostgreSQL it holds the store's lock (measured faster than a group under
+only its runs' locks: docs/scaling.md, "Group commit"). A write may carry a `fast` form: a
+function that sends its write without waiting for an answer (`Txn.put_fenced`) and returns how
+to read, afterwards, whether it took effect. The fast forms of a group are all sent first, so
+on PostgreSQL the group costs one round trip for all its writes plus the commit; a write whose
+fast form did not take effect (its guess was stale, its fence moved) runs its full `fn` in the
+same transaction.
 
 A write function that raises fails only its own caller: the transaction is abandoned (nothing of
 it is written), and the group is committed again without it. A lost connection (the store's
@@ -35,14 +36,14 @@ it is written), and the group is committed again without it. A lost connection (
 from __future__ import annotations
 
 import asyncio
-import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
+from pyrula.journal.batching import Batcher, Outcome
 from pyrula.journal.store import Store, Txn
 
 T = TypeVar("T")
@@ -53,13 +54,11 @@ Fast = Callable[[Txn], Callable[[], Any]]
 
 @dataclass
 class _Write:
-    """One caller's write: its function, its fast form and scope, the future it waits on, and
-    what its fast form guesses about (`claim`, say its run: see `commit_group`)."""
+    """One caller's write: its function, its fast form, and what its fast form guesses about
+    (`claim`, say its run: see `commit_group`)."""
 
     fn: Callable[[Txn], Any]
     fast: Fast | None = None
-    scope: tuple[str, ...] | None = None
-    future: asyncio.Future[Any] | None = None
     claim: object = None
 
 
@@ -84,10 +83,8 @@ class GroupCommit:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        self._lock = threading.Lock()
-        self._pending: list[_Write] = []
-        self._committing = False
         self._runs = 0  # runs executing on this loop (`executing`)
+        self._batch: Batcher[_Write] = Batcher(self._commit, _COMMITTER, self._in_place)
 
     @contextmanager
     def executing(self) -> Iterator[None]:
@@ -105,70 +102,20 @@ class GroupCommit:
         return self._runs
 
     async def write(
-        self,
-        fn: Callable[[Txn], T],
-        *,
-        fast: Fast | None = None,
-        scope: Sequence[str] | None = None,
-        claim: object = None,
+        self, fn: Callable[[Txn], T], *, fast: Fast | None = None, claim: object = None
     ) -> T:
-        """Run `fn` (or its `fast` form) in the next group's transaction, under `scope`; return
-        its result once that is committed. `claim`: what the fast form's guess is about (two
-        of one claim in a group may not both hold; see `commit_group`)."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        names = tuple(scope) if scope is not None else None
-        with self._lock:
-            self._pending.append(_Write(fn, fast, names, future, claim))
-            start = not self._committing
-            self._committing = True
-        if start:
-            # After the callbacks already ready: callers released together join one group.
-            loop.call_soon(self._commit_next, loop)
-        return await future
+        """Run `fn` (or its `fast` form) in the next group's transaction; return its result once
+        that is committed. `claim`: what the fast form's guess is about (two of one claim in a
+        group may not both hold; see `commit_group`)."""
+        return cast(T, await self._batch.submit(_Write(fn, fast, claim)))
 
-    def _commit_next(self, loop: asyncio.AbstractEventLoop) -> None:
-        with self._lock:
-            group, self._pending = self._pending, []
-            if not group:
-                self._committing = False
-                return
-        if self._runs <= 1 and not self.store.remote:
-            # A local store and nothing else of the worker on this loop: commit here.
-            try:
-                results = commit_group(self.store, group)
-            except BaseException as exc:  # as the committer thread's future would carry it
-                results = [(False, exc)] * len(group)
-            self._release(loop, group, results)
-            return
-        done = loop.run_in_executor(_COMMITTER, commit_group, self.store, group)
-        done.add_done_callback(lambda outcome: self._committed(loop, group, outcome))
+    def _in_place(self, size: int) -> bool:
+        """Whether a group is committed on the loop's own thread: a local store and nothing
+        else of the worker on this loop."""
+        return self._runs <= 1 and not self.store.remote
 
-    def _committed(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        group: list[_Write],
-        outcome: asyncio.Future[list[tuple[bool, Any]]],
-    ) -> None:
-        error = outcome.exception()
-        failed: list[tuple[bool, Any]] = [(False, error)] * len(group)
-        self._release(loop, group, outcome.result() if error is None else failed)
-
-    def _release(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        group: list[_Write],
-        results: list[tuple[bool, Any]],
-    ) -> None:
-        for write, (ok, value) in zip(group, results, strict=True):
-            future = write.future
-            if future is None or future.cancelled():
-                continue
-            if ok:
-                future.set_result(value)
-            else:
-                future.set_exception(value)
-        self._commit_next(loop)
+    def _commit(self, group: list[_Write]) -> list[Outcome]:
+        return commit_group(self.store, group)
 
 
 _groups: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, GroupCommit]] = (
@@ -232,7 +179,7 @@ def commit_group(
         live = [write for index, write in enumerate(group) if index not in failed]
         try:
             fenced_only = after and all(write.fast is not None for write in live)
-            results = store.write(run, scope=_scope(live), fenced_only=fenced_only)
+            results = store.write(run, fenced_only=fenced_only)
         except _Failed as failure:
             failed[failure.index] = failure.error
             if len(failed) == len(group):
@@ -252,18 +199,8 @@ def commit_group(
                 if value is MISSED:
                     missed.append(index)
         if missed:
-            again = commit_group(store, [_Write(group[i].fn, scope=group[i].scope) for i in missed])
+            again = commit_group(store, [_Write(group[i].fn) for i in missed])
             for index, outcome in zip(missed, again, strict=True):
                 outcomes[index] = outcome
     return outcomes
 
-
-def _scope(writes: list[_Write]) -> list[str] | None:
-    """The group's scope: every name its writes touch, or None (the whole store) if one of them
-    did not say."""
-    names: set[str] = set()
-    for write in writes:
-        if write.scope is None:
-            return None
-        names.update(write.scope)
-    return sorted(names)
