@@ -255,9 +255,8 @@ def test_the_circle_finder_finds_a_circle_and_only_one() -> None:
     assert _circles(graph) == [["a", "b", "c"]]
 
 
-# The packages whose modules must not import each other in a circle. pyrula.journal and
-# pyrula.transport join the list once their circles are broken (issue 39, in progress there).
-_NO_CIRCLES = ["pyrula.runtime"]
+# The packages whose modules must not import each other in a circle.
+_NO_CIRCLES = ["pyrula.runtime", "pyrula.journal", "pyrula.transport"]
 
 
 @pytest.mark.parametrize("package", _NO_CIRCLES)
