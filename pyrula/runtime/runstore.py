@@ -1,26 +1,24 @@
-"""Runs in the store: their records, their event journals, the queue, leases and idempotency.
+"""Runs in the store (`RunStore`): their records, submitting one (its idempotency token), and
+changing one from outside an attempt.
 
-Every fact is one committed write transaction. Writes made on behalf of an attempt carry a
-`Lease` and are fenced: if another worker has taken the run over, the write is refused with
-`RunAttemptEnded` before anything is changed, so a stale worker can never interleave its events
-with the new owner's.
+The store's other sides are its bases: the event journals (`run_events.py`), the queue and its
+leases (`run_leases.py`), cancel flags (`run_cancels.py`), deleting ended runs (`purging.py`) and
+withheld values (`withheld.py`). Every fact is one committed write transaction; a write made for
+an attempt is fenced by its lease (`run_events.py`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
-from pyrula.errors import IdempotencyConflict, RunAttemptEnded, RunExists, RunNotFound
-from pyrula.journal.group_read import group_read
+from pyrula.errors import IdempotencyConflict, RunExists, RunNotFound
 from pyrula.journal.store import Store, Txn
 from pyrula.runtime import fact_log
-from pyrula.runtime.cancel_flags import cancel_key, cancels_asked
-from pyrula.runtime.leases import HOST, lease_key, lease_value
+from pyrula.runtime.leases import HOST
 from pyrula.runtime.leases import lease_is_live as lease_is_live  # re-exported
 from pyrula.runtime.purging import RunPurging, purged_record
 from pyrula.runtime.records import (
@@ -37,15 +35,15 @@ from pyrula.runtime.records import (
     Lease,
     RunRecord,
     dump_json,
-    event_key,
     input_digest,
-    next_seq,
 )
-from pyrula.runtime.withheld import WithheldValues
+from pyrula.runtime.run_cancels import RunCancels
+from pyrula.runtime.run_leases import RunLeases
 
 
-class RunStore(RunPurging, WithheldValues):
-    """The runs, events, queue and tokens databases of one store."""
+class RunStore(RunLeases, RunCancels, RunPurging):
+    """The runs, events, queue and tokens databases of one store: reading runs, submitting and
+    changing them here; the events, leases and cancels come from its bases."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
@@ -171,263 +169,6 @@ class RunStore(RunPurging, WithheldValues):
             value = txn.get(run_id.encode(), db=self._queue)
         return json.loads(bytes(value))["input"] if value is not None else None
 
-    # -- leases ---------------------------------------------------------------------------------
-
-    def claim(self, worker: str, ttl: float, names: set[str] | None = None) -> RunRecord | None:
-        """Take the first runnable run under a fresh lease, or None.
-
-        The queue is read without a lock; each candidate is then taken in a write scoped to
-        its run, which checks it again: two workers racing for one run serialise on it, the
-        loser moves on, and claims of different runs never wait on each other."""
-        now = time.time()
-        self.next_due = None
-        with self.store.read() as txn:
-            queued = [key for key, _ in txn.scan(self._queue)]
-        for index in range(0, len(queued), 64):  # 64 queued runs' records per read
-            with self.store.read() as txn:
-                records = txn.get_many(queued[index : index + 64], db=self._runs)
-            for key in queued[index : index + 64]:
-                raw = records.get(key)
-                if raw is None or not self._claimable(data := json.loads(raw), names, now):
-                    continue
-                if data["status"] == RUNNING:  # taken over: its facts still in a log go first
-                    fact_log.recover(self.store)
-                taken: RunRecord | None = self._take(key.decode(), worker, ttl, names)
-                if taken is not None:
-                    return taken
-        return None
-
-    def _claimable(self, run: dict[str, Any], names: set[str] | None, now: float) -> bool:
-        status, wake_at = run["status"], run.get("wake_at")
-        if (names is not None and run["name"] not in names) or status in TERMINAL:
-            return False
-        if status == PARKED and not (wake_at is not None and wake_at <= now):
-            self._due(wake_at)
-            return False
-        if status == RUNNING and lease_is_live(run.get("lease"), now):
-            self._due((run.get("lease") or {}).get("expires"))
-            return False
-        return True
-
-    def _take(self, run_id: str, worker: str, ttl: float, names: set[str] | None) -> Any:
-        def write(txn: Txn) -> RunRecord | None:
-            now = time.time()
-            raw = txn.get(run_id.encode(), db=self._runs)
-            if raw is None or txn.get(run_id.encode(), db=self._queue) is None:
-                return None
-            data = json.loads(bytes(raw))
-            if not self._claimable(data, names, now):
-                return None
-            run = RunRecord.from_json(data)
-            run.attempt += 1
-            run.status = RUNNING
-            run.wake_at = None
-            run.lease = {
-                "worker": worker,
-                "host": HOST,
-                "pid": os.getpid(),
-                "expires": now + ttl,
-                "attempt": run.attempt,
-            }
-            run.updated_at = now
-            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
-            txn.put(lease_key(run.id), lease_value(worker, run.attempt), db=self._flags)
-            return run
-
-        return self.store.write(write, scope=(run_id,))
-
-    def _due(self, at: float | None) -> None:
-        """Note the earliest time a run passed over by `claim` becomes claimable by itself (a
-        timer, an expiring lease): nothing notifies then, so a waiting worker looks again."""
-        if at is not None and (self.next_due is None or at < self.next_due):
-            self.next_due = at
-
-    def heartbeat(self, run_id: str, lease: Lease, ttl: float) -> None:
-        def write(txn: Txn) -> None:
-            self.check_lease(txn, run_id, lease)
-            run = self._record(txn, run_id)
-            assert run.lease is not None
-            run.lease["expires"] = time.time() + ttl
-            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
-
-        self.store.write(write, scope=(run_id,))
-
-    def release(self, run_id: str, lease: Lease) -> RunRecord:
-        """End an attempt with no outcome (its worker is shutting down): the run is queued
-        again, claimable at once by any worker, its journal as it was. A lost lease raises
-        `RunAttemptEnded`."""
-
-        def write(txn: Txn) -> RunRecord:
-            self.check_lease(txn, run_id, lease)
-            run = self._record(txn, run_id)
-            self.append_in(txn, run_id, "run:released", {"attempt": lease.attempt})
-            txn.delete(lease_key(run_id), db=self._flags)
-            run.status, run.lease, run.updated_at = QUEUED, None, time.time()
-            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
-            txn.wake()  # claimable again
-            return run
-
-        return self.store.write(write, scope=(run_id,))
-
-    def check_lease(self, txn: Txn, run_id: str, lease: Lease) -> None:
-        """Refuse the write unless this attempt still holds the run's lease."""
-        held = txn.get(lease_key(run_id), db=self._flags)
-        if held is None or bytes(held) != lease_value(lease.worker, lease.attempt):
-            raise RunAttemptEnded(
-                f"run {run_id} attempt {lease.attempt} no longer holds its lease; "
-                "another worker owns the run now"
-            )
-
-    def _record(self, txn: Txn, run_id: str) -> RunRecord:
-        raw = txn.get(run_id.encode(), db=self._runs)
-        if raw is None:
-            raise RunNotFound(f"no run {run_id!r} in {self.store.location}")
-        return RunRecord.from_json(json.loads(bytes(raw)))
-
-    def request_cancel(self, run_id: str) -> RunRecord:
-        """Mark a run cancelled-on-request; a parked run is woken so it can end."""
-
-        def write(txn: Txn) -> RunRecord:
-            run = self._record(txn, run_id)
-            if run.status in TERMINAL:
-                return run
-            run.cancel_requested = True
-            if run.status == PARKED:
-                run.wake_at = 0.0
-            run.updated_at = time.time()
-            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
-            txn.put(cancel_key(run_id), b"1", db=self._flags)
-            txn.wake()  # a cancel is requested
-            return run
-
-        return self._write_cancel(run_id, write)
-
-    def terminate(self, run_id: str) -> RunRecord:
-        """End a run now, as cancelled, whoever runs it: removing its lease fences the attempt
-        still executing out of every further write."""
-
-        def write(txn: Txn) -> RunRecord:
-            run = self._record(txn, run_id)
-            if run.status in TERMINAL:
-                return run
-            self.append_in(txn, run_id, "run:cancelled", {"terminated": True})
-            run.status, run.lease, run.cancel_requested = CANCELLED, None, True
-            run.updated_at = time.time()
-            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
-            txn.put(cancel_key(run_id), b"1", db=self._flags)
-            txn.delete(lease_key(run_id), db=self._flags)
-            txn.delete(run_id.encode(), db=self._queue)
-            txn.wake()  # a parent may wait on it
-            return run
-
-        return self._write_cancel(run_id, write)
-
-    def _write_cancel(self, run_id: str, write: Callable[[Txn], RunRecord]) -> RunRecord:
-        """Commit `write` (it sets the run's cancel flag), then count a cancel asked here."""
-        try:
-            return self.store.write(write, scope=(run_id,))
-        finally:
-            cancels_asked.bump()
-
-    def cancel_requested(self, run_id: str) -> bool:
-        with self.store.read() as txn:
-            return txn.get(cancel_key(run_id), db=self._flags) is not None
-
-    async def acancel_requested(self, run_id: str) -> bool:
-        """`cancel_requested` from the event loop: the worker's runs share one read."""
-        return await group_read(self.store).get(cancel_key(run_id), db=self._flags) is not None
-
-    # -- journaling -----------------------------------------------------------------------------
-
-    def append(
-        self,
-        run_id: str,
-        lease: Lease | None,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        withheld: dict[str, Any] | None = None,
-    ) -> Event:
-        """Append one event (fenced by `lease` when given) and commit it; `withheld` is kept
-        apart, under the event's position, in the same commit (see `withheld`)."""
-        fenced = self.fenced_append(run_id, lease, kind, payload, withheld)
-        return self.store.write(fenced, scope=(run_id,))
-
-    def fenced_append(
-        self,
-        run_id: str,
-        lease: Lease | None,
-        kind: str,
-        payload: dict[str, Any],
-        withheld: dict[str, Any] | None,
-    ) -> Callable[[Txn], Event]:
-        """`append` as a write function, for `Store.write` or a group commit."""
-
-        def write(txn: Txn) -> Event:
-            if lease is not None:
-                self.check_lease(txn, run_id, lease)
-            if withheld is not None:
-                self._put_withheld(txn, run_id, str(payload["position"]), withheld)
-            return self.append_in(txn, run_id, kind, payload)
-
-        return write
-
-    def append_in(self, txn: Txn, run_id: str, kind: str, payload: dict[str, Any]) -> Event:
-        seq = next_seq(txn, self._events, run_id)
-        return self._put_event(txn, run_id, seq, kind, payload, time.time())
-
-    def _put_event(
-        self,
-        txn: Txn,
-        run_id: str,
-        seq: int,
-        kind: str,
-        payload: dict[str, Any],
-        at: float,
-    ) -> Event:
-        event = Event(seq, kind, at, payload)
-        txn.put(event_key(run_id, seq), dump_json(event.to_json()), db=self._events)
-        return event
-
-    def finish(
-        self,
-        run_id: str,
-        lease: Lease,
-        status: str,
-        kind: str,
-        payload: dict[str, Any],
-        *,
-        result: Any = None,
-        error: dict[str, Any] | None = None,
-        wake_at: float | None = None,
-        withheld: dict[str, Any] | None = None,
-        through: Callable[[Callable[[Txn], Event]], Event] | None = None,
-    ) -> Event:
-        """End an attempt: its closing event, the run's new status (and below `io` its withheld
-        outcome) in one commit, made by `through` if given (`Attempt.commit`: its logged facts
-        go in the same one)."""
-
-        def write(txn: Txn) -> Event:
-            self.check_lease(txn, run_id, lease)
-            if withheld is not None:
-                self._put_withheld(txn, run_id, "run", withheld)
-            run = self._record(txn, run_id)
-            event = self.append_in(txn, run_id, kind, payload)
-            txn.delete(lease_key(run_id), db=self._flags)
-            run.status = status
-            run.lease = None
-            run.updated_at = time.time()
-            run.wake_at = wake_at
-            if status in TERMINAL:
-                run.result = result if run.capture == "io" else None
-                run.error = error
-                txn.delete(run_id.encode(), db=self._queue)
-            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
-            txn.wake()  # parked or finished: a parent or a waiter may look again
-            return event
-
-        return through(write) if through else self.store.write(write, scope=(run_id,))
-
     def update(self, run_id: str, **changes: Any) -> RunRecord:
         """Change fields of a run outside any attempt (cancel, answer, wake)."""
 
@@ -460,24 +201,6 @@ class RunStore(RunPurging, WithheldValues):
 
         self.store.write(write, scope=(run_id,))
 
-    def deliver(self, run_id: str, kind: str, payload: dict[str, Any]) -> Event:
-        """Journal an outside fact for a run (an answer, a signal) and wake it if parked."""
-        return self.store.write(
-            lambda txn: self.deliver_in(txn, run_id, kind, payload), scope=(run_id,)
-        )
-
-    def deliver_in(self, txn: Txn, run_id: str, kind: str, payload: dict[str, Any]) -> Event:
-        """`deliver` inside `txn` (a sending run's `signal:sent` goes in the same commit)."""
-        raw = txn.get(run_id.encode(), db=self._runs)
-        if raw is None:
-            raise RunNotFound(f"no run {run_id!r} in {self.store.location}")
-        run = RunRecord.from_json(json.loads(bytes(raw)))
-        event = self.append_in(txn, run_id, kind, payload)
-        if run.status == PARKED:
-            run.wake_at = time.time()
-            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
-            txn.wake()  # answered: claimable again
-        return event
 
 
 __all__ = [

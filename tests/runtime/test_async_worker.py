@@ -76,7 +76,7 @@ def test_a_runs_start_waits_on_the_server_off_the_loop(store: Store, table: str 
 
 def test_releasing_a_run_waits_on_the_server_off_the_loop(store: Store) -> None:
     handle, worker, run = _claimed(store)
-    worker._cancelling = True  # claimed as the drain ended: the worker hands it straight back
+    worker._in_flight.cancelling = True  # claimed as the drain ended: the worker hands it straight back
     waiting, ticks = _held_while(store, None, lambda: worker.execute(run))
     assert waiting >= 1 and ticks > 0
     assert handle.record.status == "queued" and handle.record.lease is None
