@@ -33,6 +33,7 @@ from pyrula.runtime.grouped_append import append_grouped
 from pyrula.runtime.leases import lease_value
 from pyrula.runtime.limits import AgentLimits, Budget
 from pyrula.runtime.positions import Positions
+from pyrula.runtime.renamed import Renamed
 from pyrula.runtime.runstore import Event, Lease, RunRecord, RunStore
 from pyrula.runtime.session import RunSession
 
@@ -68,11 +69,14 @@ class HandedOff(BaseException):
 
 
 class Attempt:
-    """The state of one attempt; its `session` is the transport `Session` of the run."""
+    """The state of one attempt; its `session` is the transport `Session` of the run, its
+    `run_store` the `RunStore` it journals to."""
+
+    journal: Renamed[RunStore] = Renamed("run_store")  # deprecated (issue 39)
 
     def __init__(
         self,
-        journal: RunStore,
+        run_store: RunStore,
         run: RunRecord,
         lease: Lease,
         *,
@@ -82,7 +86,7 @@ class Attempt:
     ) -> None:
         """`events`: the run's events so far, when the caller has read them (the worker does,
         off the event loop); else they are read here."""
-        self.journal = journal
+        self.run_store = run_store
         self.run = run
         # Set by a draining worker: the next boundary hands the run to another worker.
         self.draining = False
@@ -107,7 +111,7 @@ class Attempt:
         # while the run executes alone (`fact_log`), made on first use where the store has one.
         self._facts_written = 0
         self._last_fact_at = time.monotonic()
-        self._logs_facts = fact_log.folder_of(journal.store) is not None
+        self._logs_facts = fact_log.folder_of(run_store.store) is not None
         self._fact_log: FactLog | None = None
         self._executing = False  # counted on its loop's group commit (`executing`)
         self._group: GroupCommit | None = None
@@ -117,8 +121,8 @@ class Attempt:
         # The store's commit count (LMDB) before the last cancel check that found none.
         self._quiet_commits: int | None = None
         # The wake-ups of the loop the body runs on (None on LMDB, or built off any loop).
-        self._wake: Wakeups | None = journal.store.wakeups() if self._loop is not None else None
-        for event in journal.events(run.id) if events is None else events:
+        self._wake: Wakeups | None = run_store.store.wakeups() if self._loop is not None else None
+        for event in run_store.events(run.id) if events is None else events:
             self._learn(event)
         self.session = RunSession(self)
 
@@ -156,8 +160,8 @@ class Attempt:
         """Journal a fact of this attempt (fenced by its lease; with the facts it has logged)
         and remember it; `withheld` is what the event leaves out and its replay needs
         (`RunStore.withheld`)."""
-        journal, run_id = self.journal, self.run.id
-        event = self.commit(journal.fenced_append(run_id, self.lease, kind, payload, withheld))
+        run_store, run_id = self.run_store, self.run.id
+        event = self.commit(run_store.fenced_append(run_id, self.lease, kind, payload, withheld))
         self.remember([event])
         return event
 
@@ -178,7 +182,7 @@ class Attempt:
             return event
         self.settle_facts()
         event = await append_grouped(
-            self.journal,
+            self.run_store,
             self.run.id,
             self.lease,
             kind,
@@ -205,11 +209,11 @@ class Attempt:
         ):
             return None
         if self._group is None:  # the loop's, which the attempt keeps to its end
-            self._group = group_commit(self.journal.store)
+            self._group = group_commit(self.run_store.store)
         if self._group.runs - (1 if self._executing else 0):
             return None  # other runs execute on the loop
         if self._fact_log is None:
-            self._fact_log = fact_log.for_store(self.journal.store)
+            self._fact_log = fact_log.for_store(self.run_store.store)
         if self._fact_log is not None:
             self._refuse_if_fenced(self._fact_log)
         return self._fact_log
@@ -228,7 +232,7 @@ class Attempt:
         it has logged, first, in one transaction; `also` names other runs `write` writes to."""
         scope = tuple(dict.fromkeys((self.run.id, *also)))
         with self.logged_facts() as put:
-            return self.journal.store.write(lambda txn: (put(txn), write(txn))[1], scope=scope)
+            return self.run_store.store.write(lambda txn: (put(txn), write(txn))[1], scope=scope)
 
     @contextmanager
     def logged_facts(self) -> Iterator[Callable[[Txn], None]]:
@@ -262,7 +266,7 @@ class Attempt:
     def executing(self) -> Iterator[None]:
         """Around the body: counts the run on its loop's group commit, which commits on the
         loop's own thread while a single run executes there (`journal.group_commit`)."""
-        with group_commit(self.journal.store).executing():
+        with group_commit(self.run_store.store).executing():
             self._executing = True
             try:
                 yield
@@ -273,7 +277,7 @@ class Attempt:
         """A boundary: stop here if the run was cancelled, or handed off by a draining worker."""
         if self.draining:
             raise HandedOff(f"run {self.run.id}: its worker is draining; handed to the next one")
-        if self.journal.cancel_requested(self.run.id):
+        if self.run_store.cancel_requested(self.run.id):
             raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
 
     async def acheck_cancel(self) -> None:
@@ -289,8 +293,8 @@ class Attempt:
         before = None
         if wake is not None and wake.live:
             before = (wake.count, cancels_asked.value, time.monotonic())
-        commits = self.journal.store.commit_count()
-        if await self.journal.acancel_requested(self.run.id):
+        commits = self.run_store.store.commit_count()
+        if await self.run_store.acancel_requested(self.run.id):
             raise DurableInvocationCancelled(f"run {self.run.id} was cancelled")
         self._quiet_since, self._quiet_commits = before, commits
 
@@ -307,7 +311,7 @@ class Attempt:
         has not moved since before the last read that found no cancel (a run whose facts go to
         the fact log commits nothing between its steps), the read is skipped too."""
         commits = self._quiet_commits
-        if commits is not None and commits == self.journal.store.commit_count():
+        if commits is not None and commits == self.run_store.store.commit_count():
             return True
         quiet, wake = self._quiet_since, self._wake
         return (

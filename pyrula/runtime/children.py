@@ -85,7 +85,7 @@ def submit_child(
 ) -> None:
     # An earlier attempt may have submitted it and died before journaling that it did.
     with contextlib.suppress(RunExists):
-        attempt.journal.submit(
+        attempt.run_store.submit(
             workflow_name(workflow),
             {"args": list(args), "kwargs": kwargs},
             run_id=child_id,
@@ -95,10 +95,10 @@ def submit_child(
 
 
 async def child_result(attempt: Attempt, child_id: str, poll_seconds: float = 0.05) -> Any:
-    wake = attempt.journal.store.wakeups()
+    wake = attempt.run_store.store.wakeups()
     while True:
         seen = wake.count if wake is not None else 0
-        ended = await acall(attempt.journal.store, _child_ended, attempt, child_id)
+        ended = await acall(attempt.run_store.store, _child_ended, attempt, child_id)
         if ended is not None:
             return outcome_of(*ended)
         await pause(wake, seen, poll_seconds)
@@ -109,14 +109,14 @@ def _child_ended(attempt: Attempt, child_id: str) -> tuple[RunRecord, dict[str, 
     None while it runs; once it ended, its record and what was kept apart of its outcome,
     its spend charged to the parent."""
     attempt.check_cancel()
-    record = attempt.journal.get(child_id)
+    record = attempt.run_store.get(child_id)
     if record.status not in TERMINAL:
         return None
     _charge_parent(attempt, child_id)
     kept = None
     if record.capture != "io" and record.status in (COMPLETED, FAILED, "budget_exceeded"):
         with contextlib.suppress(RunNotFound):  # a child ended before values were kept
-            kept = attempt.journal.withheld(child_id, "run")
+            kept = attempt.run_store.withheld(child_id, "run")
     return record, kept
 
 
@@ -127,7 +127,7 @@ def _charge_parent(attempt: Attempt, child_id: str) -> None:
     if attempt.facts.get(position) is not None:
         return
     tokens, cost = 0, 0.0
-    for event in attempt.journal.events(child_id):
+    for event in attempt.run_store.events(child_id):
         if event.type in ("llm:done", "child:spend"):
             tokens += int(event.payload.get("total_tokens", 0))
             cost += float(event.payload.get("cost_usd") or 0.0)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import uuid
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from pyrula.errors import RunError, RunNotFound
 from pyrula.journal.async_store import acall
@@ -15,6 +15,7 @@ from pyrula.journal.store import Store, open_store
 from pyrula.journal.wakeups import pause
 from pyrula.runtime.children import caps_of, child_run_id, outcome_of, workflow_name
 from pyrula.runtime.registry import Definition
+from pyrula.runtime.renamed import Renamed
 from pyrula.runtime.retention import Purged, parse_duration
 from pyrula.runtime.retention import purge as purge_ended
 from pyrula.runtime.runstore import (
@@ -30,30 +31,32 @@ from pyrula.runtime.runstore import (
 StoreLike = Store | str | os.PathLike[str] | None
 
 
-def _journal(store: StoreLike) -> RunStore:
+def _run_store(store: StoreLike) -> RunStore:
     return RunStore(store if isinstance(store, Store) else open_store(store))
 
 
 @dataclass
 class RunHandle:
-    """A submitted run: read its state, its events, or wait for its result."""
+    """A submitted run: read its state, its events, or wait for its result (`run_store` is the
+    `RunStore` it was submitted to)."""
 
     id: str
-    journal: RunStore
+    run_store: RunStore
     created: bool = True
+    journal: ClassVar[Renamed[RunStore]] = Renamed("run_store")  # deprecated (issue 39)
 
     @property
     def record(self) -> RunRecord:
-        return self.journal.get(self.id)
+        return self.run_store.get(self.id)
 
     def events(self) -> list[Event]:
-        return self.journal.events(self.id)
+        return self.run_store.events(self.id)
 
     async def wait(self, poll_seconds: float = 0.05, *, until_parked: bool = False) -> RunRecord:
-        wake = self.journal.store.wakeups()
+        wake = self.run_store.store.wakeups()
         while True:
             seen = wake.count if wake is not None else 0
-            record = await acall(self.journal.store, self.journal.get, self.id)
+            record = await acall(self.run_store.store, self.run_store.get, self.id)
             if record.status in TERMINAL or (until_parked and record.status == PARKED):
                 return record
             await pause(wake, seen, poll_seconds)
@@ -82,8 +85,8 @@ def submit(
     """
     if capture not in ("io", "metadata"):
         raise ValueError("capture must be 'io' (inputs and results kept) or 'metadata'")
-    journal = _journal(store)
-    record, created = journal.submit(
+    run_store = _run_store(store)
+    record, created = run_store.submit(
         workflow_name(workflow),
         {"args": list(args), "kwargs": kwargs},
         run_id=run_id,
@@ -92,43 +95,43 @@ def submit(
         capture=capture,
         options=caps_of(workflow),
     )
-    return RunHandle(record.id, journal, created)
+    return RunHandle(record.id, run_store, created)
 
 
 def cancel(run_id: str, *, store: StoreLike = None) -> RunRecord:
     """Ask a run to stop; it is observed at the body's next boundary (or before it starts)."""
-    return _journal(store).request_cancel(run_id)
+    return _run_store(store).request_cancel(run_id)
 
 
 def answer(run_id: str, value: Any, *, store: StoreLike = None) -> Event:
     """Answer the question a run is parked on; the run is queued to resume."""
-    journal = _journal(store)
-    record = journal.get(run_id)
-    events = journal.events(run_id)
+    run_store = _run_store(store)
+    record = run_store.get(run_id)
+    events = run_store.events(run_id)
     asked = [e.payload["id"] for e in events if e.type == "interrupt"]
     answered = {e.payload.get("id") for e in events if e.type == "interrupt:answer"}
     pending = [i for i in asked if i not in answered]
     if record.status != PARKED or not pending:
         raise RunError(f"run {run_id} is not waiting for an answer (status {record.status})")
-    return journal.deliver(run_id, "interrupt:answer", {"id": pending[0], "answer": value})
+    return run_store.deliver(run_id, "interrupt:answer", {"id": pending[0], "answer": value})
 
 
 def signal(run_id: str, name: str, payload: Any = None, *, store: StoreLike = None) -> Event:
     """Send a signal to a run from outside."""
-    return _journal(store).deliver(run_id, "signal", {"name": name, "payload": payload})
+    return _run_store(store).deliver(run_id, "signal", {"name": name, "payload": payload})
 
 
 def resume(run_id: str, *, store: StoreLike = None) -> RunRecord:
     """Queue a parked run now, or a failed one again (its journaled work replays)."""
-    journal = _journal(store)
-    record = journal.get(run_id)
+    run_store = _run_store(store)
+    record = run_store.get(run_id)
     if record.status == PARKED:
-        return journal.update(run_id, wake_at=0.0)
+        return run_store.update(run_id, wake_at=0.0)
     if record.status in (FAILED, "budget_exceeded"):
         if record.capture != "io":
             raise RunError(f"run {run_id} kept no input (capture={record.capture}); resubmit it")
-        journal.requeue(run_id, record.input)
-        return journal.get(run_id)
+        run_store.requeue(run_id, record.input)
+        return run_store.get(run_id)
     raise RunError(f"run {run_id} is {record.status}; only parked or failed runs resume")
 
 
@@ -154,14 +157,14 @@ def fork(run_id: str, at_seq: int, *, store: StoreLike = None) -> RunHandle:
     """A new run of the same workflow and input that replays `run_id`'s journal up to event
     `at_seq` and goes live from there (a what-if branch). A child run started by then is forked
     too, whole: the new run's child replays what the source's did, paying for nothing again."""
-    journal = _journal(store)
+    run_store = _run_store(store)
     new_id = f"run_{uuid.uuid4().hex[:20]}"
-    _fork_into(journal, journal.get(run_id), at_seq, new_id)
-    return RunHandle(new_id, journal)
+    _fork_into(run_store, run_store.get(run_id), at_seq, new_id)
+    return RunHandle(new_id, run_store)
 
 
 def _fork_into(
-    journal: RunStore,
+    run_store: RunStore,
     source: RunRecord,
     at_seq: int | None,
     new_id: str,
@@ -171,10 +174,10 @@ def _fork_into(
     and its recorded model calls, after a fork of each child those facts started (`parent`: the
     fork's parent)."""
     run_id = source.id
-    data = journal.queued_input(run_id) or source.input
+    data = run_store.queued_input(run_id) or source.input
     if data is None:
         raise RunError(f"run {run_id} kept no input (capture={source.capture}); cannot fork it")
-    events = journal.events(run_id)
+    events = run_store.events(run_id)
     if at_seq is None:
         at_seq = events[-1].seq if events else 0
     seeds = []
@@ -183,12 +186,12 @@ def _fork_into(
             continue
         payload = event.payload
         if event.type == "child:started":
-            child = _fork_child(journal, payload, new_id)
+            child = _fork_child(run_store, payload, new_id)
             if child is None:
                 continue  # gone (purged): the fork starts a child of its own
             payload = {**payload, "child": child}
         seeds.append((event.type, payload))
-    exchanges = Exchanges(journal.store)
+    exchanges = Exchanges(run_store.store)
     for kind, payload in seeds:
         position = payload.get("position")
         if kind == "llm:done" and isinstance(position, str):
@@ -197,7 +200,7 @@ def _fork_into(
     options = {k: v for k, v in source.options.items() if k == "limits"}
     if parent is not None:
         options["parent"] = parent
-    journal.submit(
+    run_store.submit(
         source.name,
         data,
         run_id=new_id,
@@ -206,22 +209,22 @@ def _fork_into(
         forked_from={"run": run_id, "at_seq": at_seq},
         seed_events=seeds,
         seed_withheld={
-            str(payload["position"]): journal.withheld(run_id, str(payload["position"]))
+            str(payload["position"]): run_store.withheld(run_id, str(payload["position"]))
             for _kind, payload in seeds
             if payload.get("withheld")
         },
     )
 
 
-def _fork_child(journal: RunStore, started: dict[str, Any], parent: str) -> str | None:
+def _fork_child(run_store: RunStore, started: dict[str, Any], parent: str) -> str | None:
     """Fork the child a `child:started` fact names, all its events, as the child `parent` starts
     at the same position; its id, or None when the source's child is gone."""
     try:
-        source = journal.get(str(started["child"]))
+        source = run_store.get(str(started["child"]))
     except RunNotFound:
         return None
     child = child_run_id(parent, str(started["position"]))
-    _fork_into(journal, source, None, child, parent=parent)
+    _fork_into(run_store, source, None, child, parent=parent)
     return child
 
 
@@ -229,7 +232,7 @@ def purge(older_than: float | str, *, store: StoreLike = None, dry_run: bool = F
     """Delete the runs that ended more than `older_than` ago (seconds, or `"30d"`, `"12h"`)
     with their children, and the idempotency tokens past their TTL; `dry_run` only lists them.
     A queued, running or parked run is never touched (`pyrula runs purge`)."""
-    return purge_ended(_journal(store), parse_duration(older_than), dry_run=dry_run)
+    return purge_ended(_run_store(store), parse_duration(older_than), dry_run=dry_run)
 
 
 __all__ = [

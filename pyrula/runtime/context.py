@@ -55,7 +55,7 @@ class WorkflowContext:
 
     @property
     def cancelled(self) -> bool:
-        return self._attempt.journal.cancel_requested(self.run_id)
+        return self._attempt.run_store.cancel_requested(self.run_id)
 
     # -- steps ---------------------------------------------------------------------------------
 
@@ -111,8 +111,8 @@ class WorkflowContext:
                 )
             kept = recorded.payload
             if kept.get("withheld"):  # below the io capture level: the value was kept apart
-                journal = attempt.journal
-                kept = await acall(journal.store, journal.withheld, self.run_id, position)
+                run_store = attempt.run_store
+                kept = await acall(run_store.store, run_store.withheld, self.run_id, position)
             if recorded.type.endswith(":done"):
                 return kept.get("result")
             raise rebuild_error(kept.get("error", {}))
@@ -239,15 +239,15 @@ class WorkflowContext:
         await attempt.acheck_cancel()
         if attempt.facts.get(position) is not None:
             return
-        journal, signal = attempt.journal, {"name": name, "payload": to_json_value(payload)}
+        run_store, signal = attempt.run_store, {"name": name, "payload": to_json_value(payload)}
         sent = {"position": position, "to": run_id, "name": name}
-        record = journal.fenced_append(self.run_id, attempt.lease, "signal:sent", sent, None)
+        record = run_store.fenced_append(self.run_id, attempt.lease, "signal:sent", sent, None)
 
         def send(txn: Txn) -> Event:
-            journal.deliver_in(txn, run_id, "signal", signal)
+            run_store.deliver_in(txn, run_id, "signal", signal)
             return record(txn)
 
-        attempt.remember([await acall(journal.store, attempt.commit, send, also=(run_id,))])
+        attempt.remember([await acall(run_store.store, attempt.commit, send, also=(run_id,))])
 
     async def emit(self, kind: str, payload: dict[str, Any] | None = None) -> None:
         """A progress event in the run's journal (written once, not again on replay)."""
@@ -278,7 +278,7 @@ class WorkflowContext:
         await attempt.acheck_cancel()
         child_id = child_run_id(self.run_id, position)
         if attempt.facts.get(position) is None:
-            store = attempt.journal.store
+            store = attempt.run_store.store
             await acall(store, submit_child, attempt, workflow, child_id, args, kwargs)
             await attempt.awrite(
                 "child:started",
@@ -330,12 +330,12 @@ def wake_if_signalled(attempt: Attempt, name: str, index: int) -> None:
     """After the run parked on `wait_signal(name)` for the `index`-th such signal: wake it now
     if that signal is in its journal already. A signal delivered while the run was running
     (after its attempt read the journal) woke nothing; one delivered after the park wakes it."""
-    journal, run_id = attempt.journal, attempt.run.id
+    run_store, run_id = attempt.run_store, attempt.run.id
     arrived = [
-        e for e in journal.events(run_id) if e.type == "signal" and e.payload.get("name") == name
+        e for e in run_store.events(run_id) if e.type == "signal" and e.payload.get("name") == name
     ]
-    if len(arrived) > index and journal.get(run_id).status == PARKED:
-        journal.update(run_id, wake_at=0.0)
+    if len(arrived) > index and run_store.get(run_id).status == PARKED:
+        run_store.update(run_id, wake_at=0.0)
 
 
 def cancelled_error(run_id: str) -> DurableInvocationCancelled:

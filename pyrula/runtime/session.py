@@ -39,7 +39,7 @@ class RunSession:
         self._attempt = attempt
         self._budget = attempt.budget
         self._run_id = attempt.run.id
-        self.exchanges = Exchanges(attempt.journal.store)
+        self.exchanges = Exchanges(attempt.run_store.store)
         self.open_calls = OpenCalls()
         self.recorder = CallRecorder(attempt, self.exchanges)
         # A session active where the run executes in-process (a test's cassette) stands in for

@@ -234,9 +234,9 @@ class CallRecorder:
 
             def with_event(txn: Txn, record: ExchangeRecord) -> None:
                 logged(txn)
-                self._attempt.journal.check_lease(txn, self._run_id, self._attempt.lease)
+                self._attempt.run_store.check_lease(txn, self._run_id, self._attempt.lease)
                 payload["exchange"] = record.id  # the reply this call replays from
-                event = self._attempt.journal.append_in(txn, self._run_id, "llm:done", payload)
+                event = self._attempt.run_store.append_in(txn, self._run_id, "llm:done", payload)
                 written[:] = [event]
 
             record_exchange(

@@ -28,6 +28,7 @@ from pyrula.journal.wakeups import WAKE_FALLBACK_SECONDS
 from pyrula.runtime import fact_log
 from pyrula.runtime.records import PARKED, TERMINAL, RunRecord
 from pyrula.runtime.registry import registered
+from pyrula.runtime.renamed import Renamed
 from pyrula.runtime.retention import parse_duration, purge
 from pyrula.runtime.runstore import RunStore
 from pyrula.runtime.worker_attempt import Executor
@@ -36,7 +37,11 @@ from pyrula.runtime.worker_log import fields, log
 
 
 class Worker:
-    """Runs queued runs from a store until stopped (or, with `until_idle`, until none is left)."""
+    """Runs queued runs from a store until stopped (or, with `until_idle`, until none is left).
+
+    `store` is the journal `Store` it works from, `run_store` the `RunStore` (the runs in it)."""
+
+    journal: Renamed[RunStore] = Renamed("run_store")  # deprecated (issue 39)
 
     def __init__(
         self,
@@ -55,7 +60,7 @@ class Worker:
         when the worker starts and every `purge_every` seconds (see `pyrula.runtime.retention`);
         `None` keeps them."""
         self.store = store if isinstance(store, Store) else open_store(store)
-        self.journal = RunStore(self.store)
+        self.run_store = RunStore(self.store)
         self.lease_seconds = lease_seconds
         self.poll_seconds = poll_seconds
         self.worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
@@ -103,7 +108,7 @@ class Worker:
                 seen = wake.count if wake is not None else 0
                 if len(running) < self.concurrency:
                     claim = (self.worker_id, self.lease_seconds, set(self.claimable()))
-                    run = await acall(self.store, self.journal.claim, *claim)
+                    run = await acall(self.store, self.run_store.claim, *claim)
                 if run is None:
                     if until_idle and not running and not await acall(self.store, self._pending):
                         break
@@ -135,7 +140,7 @@ class Worker:
 
     async def _purge(self, retention: float) -> None:
         try:
-            purged = await asyncio.to_thread(purge, self.journal, retention)
+            purged = await asyncio.to_thread(purge, self.run_store, retention)
         except StoreError as exc:
             log.warning("retention: purge failed (%s); trying again later", exc,
                         extra=fields("purge_failed", error=type(exc).__name__))
@@ -149,7 +154,7 @@ class Worker:
 
     async def execute(self, run: RunRecord) -> None:
         """One attempt at `run`, which this worker has just claimed (`worker_attempt.py`)."""
-        settings = (self.store, self.journal, self.worker_id, self.lease_seconds)
+        settings = (self.store, self.run_store, self.worker_id, self.lease_seconds)
         await Executor(*settings, self._in_flight).execute(run)
 
     def _idle_seconds(self, wake: Any) -> float:
@@ -157,7 +162,7 @@ class Worker:
         cut short when a passed-over run becomes claimable by itself (a timer, a lease)."""
         if wake is None:
             return self.poll_seconds
-        due = self.journal.next_due
+        due = self.run_store.next_due
         until = due - time.time() if due is not None else WAKE_FALLBACK_SECONDS
         return max(self.poll_seconds, min(WAKE_FALLBACK_SECONDS, until))
 
@@ -166,7 +171,7 @@ class Worker:
         workflows this worker has not imported do not."""
         now = time.time()
         names = self.claimable()
-        for run in self.journal.runs():
+        for run in self.run_store.runs():
             if run.status in TERMINAL or run.name not in names:
                 continue
             if run.status == PARKED and not (run.wake_at and run.wake_at <= now + 5):

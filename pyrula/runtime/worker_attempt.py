@@ -76,7 +76,7 @@ class Executor:
     settings as they are then)."""
 
     store: Store
-    journal: RunStore
+    run_store: RunStore
     worker_id: str
     lease_seconds: float
     in_flight: InFlight
@@ -92,17 +92,17 @@ class Executor:
             return
         # Every store call of the worker's own is made through `acall`: off the loop (where
         # the worker's other runs go on) on PostgreSQL, in place on LMDB.
-        store, journal = self.store, self.journal
+        store, run_store = self.store, self.run_store
         try:
             definition = lookup(run.name)
         except WorkflowNotRegistered as exc:
             error = describe_error(exc)
             finished = (run.id, lease, FAILED, "run:error", {"error": error})
-            await acall(store, journal.finish, *finished, error=error)
+            await acall(store, run_store.finish, *finished, error=error)
             log_run(FAILED, run, lease, started, error)
             return
         if run.cancel_requested:
-            await acall(store, journal.finish, run.id, lease, CANCELLED, "run:cancelled", {})
+            await acall(store, run_store.finish, run.id, lease, CANCELLED, "run:cancelled", {})
             log_run(CANCELLED, run, lease, started)
             return
         # An attempt's machinery (its session, the transport stack, the contexts) loads with
@@ -111,9 +111,9 @@ class Executor:
         from pyrula.runtime.context import AgentContext, WorkflowContext, wake_if_signalled
         from pyrula.transport.core import pop_session, push_session
 
-        events, data = await acall(store, _journaled_so_far, journal, run.id)
+        events, data = await acall(store, _journaled_so_far, run_store, run.id)
         attempt = Attempt(
-            journal,
+            run_store,
             run,
             lease,
             limits=definition.limits,
@@ -186,7 +186,7 @@ class Executor:
                 await acall(store, self._close_children, attempt)
             try:
                 await acall(  # off the loop on PostgreSQL: the worker's other runs go on
-                    self.store, self.journal.finish, run.id, lease, outcome.status, outcome.kind,
+                    self.store, self.run_store.finish, run.id, lease, outcome.status, outcome.kind,
                     outcome.payload, result=outcome.result, error=outcome.error,
                     wake_at=outcome.wake_at, withheld=outcome.withheld,
                     through=attempt.commit,  # with the facts it logged, in the same commit
@@ -214,7 +214,7 @@ class Executor:
         with contextlib.suppress(RunAttemptEnded):
             if attempt is not None:
                 await acall(self.store, attempt.settle_facts)
-            await acall(self.store, self.journal.release, run.id, lease)
+            await acall(self.store, self.run_store.release, run.id, lease)
             log_run("released", run, lease, started)
 
     def _close_children(self, attempt: Attempt) -> None:
@@ -224,16 +224,16 @@ class Executor:
         for child_id, policy in attempt.open_children.items():
             with contextlib.suppress(RunNotFound):
                 if policy == "cancel":
-                    self.journal.request_cancel(child_id)
+                    self.run_store.request_cancel(child_id)
                 elif policy == "terminate":
-                    self.journal.terminate(child_id)
+                    self.run_store.terminate(child_id)
 
     async def _heartbeat(self, run_id: str, lease: Lease, task: asyncio.Future[Any]) -> None:
         while True:
             await asyncio.sleep(self.lease_seconds / 3)
             began = time.time()
             try:
-                await acall(self.store, self.journal.heartbeat, run_id, lease, self.lease_seconds)
+                await acall(self.store, self.run_store.heartbeat, run_id, lease, self.lease_seconds)
             except RunAttemptEnded:
                 task.cancel()
                 raise
@@ -242,6 +242,6 @@ class Executor:
                 attempt.lease_deadline = began + self.lease_seconds
 
 
-def _journaled_so_far(journal: RunStore, run_id: str) -> tuple[list[Event], dict[str, Any]]:
+def _journaled_so_far(run_store: RunStore, run_id: str) -> tuple[list[Event], dict[str, Any]]:
     """What an attempt starts from: the run's events so far, and its input."""
-    return journal.events(run_id), journal.queued_input(run_id) or {}
+    return run_store.events(run_id), run_store.queued_input(run_id) or {}

@@ -33,7 +33,7 @@ def _cli(*args: str) -> str:
 
 def test_a_runs_model_calls_lead_to_their_exchanges():
     handle = run_to_rest(followable)
-    store = str(handle.journal.store.path)
+    store = str(handle.run_store.store.path)
     done = [e.payload for e in handle.events() if e.type == "llm:done"]
 
     journaled = [d for d in done if d["within"] == "run"]
@@ -56,7 +56,7 @@ def test_a_runs_model_calls_lead_to_their_exchanges():
 
 def test_ls_names_the_run_that_journaled_a_call_where_a_cassette_would_be():
     handle = run_to_rest(followable)
-    store = str(handle.journal.store.path)
+    store = str(handle.run_store.store.path)
 
     table = _cli("journal", "ls", "--store", store)
     header, row = table.splitlines()[:2]

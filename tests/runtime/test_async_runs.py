@@ -101,7 +101,7 @@ async def _cancelled_from_another_process(store: Store, run_id: str) -> str:
 @workflow(name="async_cancelled_elsewhere")
 async def async_cancelled_elsewhere(ctx: WorkflowContext) -> list[str]:
     done = [await ctx.step("one", str, "one")]
-    store = ctx._attempt.journal.store
+    store = ctx._attempt.run_store.store
     done.append(await ctx.step("two", _cancelled_from_another_process, store, ctx.run_id))
     # The boundary of this step sees the cancel: its function never runs.
     done.append(await ctx.step("three", SEEN.setdefault, "three", "ran"))

@@ -39,7 +39,7 @@ def _claimed(store: Store) -> tuple[Any, Worker, Any]:
     """A run of `held_worker_quick` submitted, and claimed by a new worker (not yet begun)."""
     handle = submit(held_worker_quick, "w", store=store)
     worker = Worker(store, poll_seconds=0.005)
-    run = worker.journal.claim(worker.worker_id, worker.lease_seconds, {"held_worker_quick"})
+    run = worker.run_store.claim(worker.worker_id, worker.lease_seconds, {"held_worker_quick"})
     assert run is not None and run.id == handle.id
     return handle, worker, run
 
@@ -76,7 +76,7 @@ def test_a_runs_start_waits_on_the_server_off_the_loop(store: Store, table: str 
 
 def test_releasing_a_run_waits_on_the_server_off_the_loop(store: Store) -> None:
     handle, worker, run = _claimed(store)
-    worker._in_flight.cancelling = True  # claimed as the drain ended: the worker hands it straight back
+    worker._in_flight.cancelling = True  # claimed as the drain ended: handed straight back
     waiting, ticks = _held_while(store, None, lambda: worker.execute(run))
     assert waiting >= 1 and ticks > 0
     assert handle.record.status == "queued" and handle.record.lease is None

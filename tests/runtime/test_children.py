@@ -115,17 +115,17 @@ async def parent_of_capped(ctx: WorkflowContext) -> str:
 
 def test_a_runs_record_keeps_the_caps_it_is_held_to():
     handle = run_to_rest(parent_of_capped)
-    journal = handle.journal
+    run_store = handle.run_store
     assert "limits" not in handle.record.options  # a workflow has no caps
     [child] = [e.payload["child"] for e in handle.events() if e.type == "child:started"]
-    assert journal.get(child).options == {
+    assert run_store.get(child).options == {
         "parent": handle.id,
         "limits": {"max_llm_calls": 3, "max_cost_usd": 0.5},
     }
     # Submitted by name from a process that imports it, and forked: the caps are kept.
-    by_name = submit("capped_parent", store=journal.store)
+    by_name = submit("capped_parent", store=run_store.store)
     assert by_name.record.options == {"limits": {"max_total_tokens": 100_000}}
-    forked = fork(by_name.id, 1, store=journal.store)
+    forked = fork(by_name.id, 1, store=run_store.store)
     assert forked.record.options == {"limits": {"max_total_tokens": 100_000}}
 
 
@@ -150,11 +150,11 @@ def test_a_fork_after_a_child_started_replays_the_child_not_its_calls():
     assert asyncio.run(handle.result()) == "child says one / after"
     assert len(CHILD_CALLS.calls) == 1
     started = next(e for e in handle.events() if e.type == "child:started")
-    store = handle.journal.store
+    store = handle.run_store.store
     forked = fork(handle.id, started.seq, store=store)
     drive(store)
     assert asyncio.run(forked.result()) == "child says one / after"
     assert len(CHILD_CALLS.calls) == 1  # the fork's child replayed the call, paid once
     [child] = [e.payload["child"] for e in forked.events() if e.type == "child:started"]
     assert child.startswith(forked.id)  # the fork's own child, not the source's
-    assert handle.journal.get(child).options["parent"] == forked.id
+    assert handle.run_store.get(child).options["parent"] == forked.id

@@ -127,7 +127,7 @@ def test_a_cancel_before_the_body_starts_runs_nothing():
 @workflow(name="cancel_midway")
 async def cancel_midway(ctx: WorkflowContext) -> None:
     await ctx.step("one", effect, "one")
-    cancel(ctx.run_id, store=ctx._attempt.journal.store)
+    cancel(ctx.run_id, store=ctx._attempt.run_store.store)
     await ctx.step("two", effect, "two")
 
 

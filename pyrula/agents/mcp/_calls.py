@@ -72,7 +72,7 @@ def unavailable(exc: BaseException) -> ToolServerUnavailable:
 
 def _look(handle: RunHandle) -> tuple[bool, RunRecord]:
     """Whether the run's cancel was requested, and its record: one look at it."""
-    return handle.journal.cancel_requested(handle.id), handle.record
+    return handle.run_store.cancel_requested(handle.id), handle.record
 
 
 def _worker_on_it(record: RunRecord, now: float) -> bool:
@@ -87,13 +87,13 @@ async def outcome(handle: RunHandle, served: ServedTool, options: CallOptions) -
     run stops at its next boundary); so does a worker missing for longer than
     `options.worker_timeout`, with `ToolServerUnavailable`."""
     unattended_since: float | None = None
-    wake = handle.journal.store.wakeups()
+    wake = handle.run_store.store.wakeups()
     while True:
         seen = wake.count if wake is not None else 0
         try:
             # Made off the event loop (on a store thread for PostgreSQL): the server's other
             # calls go on while the look waits on the store.
-            cancelled, record = await acall(handle.journal.store, _look, handle)
+            cancelled, record = await acall(handle.run_store.store, _look, handle)
             # A cancelled call stays cancelled for its callers, even where the tool had
             # already finished when the cancel arrived.
             if cancelled:

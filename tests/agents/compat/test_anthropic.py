@@ -523,7 +523,7 @@ def test_cloud_clients_journal_without_keeping_credentials(cloud, streamed, tmp_
     assert (done["input_tokens"], done["output_tokens"]) == tokens
     assert done["cost_usd"] == prices.cost(Usage(None, *tokens), "claude-haiku-4-5")
     signature = sent["authorization"].rsplit("=", 1)[-1]
-    kept = store_bytes(handle.journal.store)  # its fact log's folder included
+    kept = store_bytes(handle.run_store.store)  # its fact log's folder included
     for secret in (_AWS_SECRET, _AWS_TOKEN, _GCP_TOKEN, signature):
         assert secret.encode() not in kept
 

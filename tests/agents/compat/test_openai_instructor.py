@@ -77,7 +77,7 @@ def _journaled_messages(handle: Any) -> list[Any]:
     """The messages each journaled exchange of the run is fingerprinted on, in position order."""
     from pyrula.journal.keys import run_prefix
 
-    exchanges = Exchanges(handle.journal.store)
+    exchanges = Exchanges(handle.run_store.store)
     found = exchanges.scan(run_prefix(handle.id))
     compared = [exchanges.request(record)["compared"] for _key, record in sorted(found)]
     return [c.get("messages", c.get("input")) for c in compared]
