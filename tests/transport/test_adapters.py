@@ -99,16 +99,19 @@ def test_a_record_whose_request_was_made_while_the_provider_worked_is_the_same(t
     with Server(serving(echo)) as server:
         url = f"{server.url}/v1/chat/completions"
         early = pyrula.Store(tmp_path / "over-a-socket")
-        client = httpx.Client(transport=pyrula.HttpxTransport())
-        with pyrula.cassette("c", store=early):
+        with (
+            httpx.Client(transport=pyrula.HttpxTransport()) as client,
+            pyrula.cassette("c", store=early),
+        ):
             client.post(url, json=BODY, headers=headers)
         # The same exchange over a transport that never says the request left.
         mock = httpx.MockTransport(lambda request: httpx.Response(200, content=echoed))
         late = pyrula.Store(tmp_path / "mock")
-        with pyrula.cassette("c", store=late):
-            httpx.Client(transport=pyrula.HttpxTransport(mock)).post(
-                url, json=BODY, headers=headers
-            )
+        with (
+            httpx.Client(transport=pyrula.HttpxTransport(mock)) as client,
+            pyrula.cassette("c", store=late),
+        ):
+            client.post(url, json=BODY, headers=headers)
     (recorded,) = _recorded(early)
     assert _recorded(late) == [recorded]
     assert recorded[2] is not None  # the sent digest, made with the rest of the request side
