@@ -138,4 +138,5 @@ class Zygote:
 
     def close(self) -> None:
         self.process.kill()
-        self.process.wait()
+        with self.process:  # closes its stdin and stdout pipes, then waits
+            pass
