@@ -51,6 +51,6 @@ def test_pyrula_ui_serves_the_store_it_is_given_until_interrupted(store: Path) -
         assert "chat-stream" in page.text
     finally:
         process.send_signal(signal.SIGINT)
-        process.wait(30)
+        _, err = process.communicate(timeout=30)  # waits, and closes its pipes
     assert process.returncode in (0, 130)  # 130: ended by Ctrl-C, as a shell reports it
-    assert "Traceback" not in (process.stderr.read() if process.stderr else "")
+    assert "Traceback" not in err
