@@ -49,10 +49,10 @@ def _stored(store) -> list[bytes]:
 def test_a_compressed_plain_reply_looks_the_same_live_and_replayed(store, coding):
     script = Script(frames=[chat_json("zipped " * 50)], compress=coding)
     with Server(lambda seen: script) as upstream:
-        with running(store, "record", routes=routes_to(upstream.url)) as proxy:
-            live = _seen(_client(proxy).chat.completions.with_raw_response.create(**ASK))
-        with running(store, "replay", routes=routes_to(upstream.url)) as proxy:
-            replayed = _seen(_client(proxy).chat.completions.with_raw_response.create(**ASK))
+        with running(store, "record", routes=routes_to(upstream.url)) as proxy, _client(proxy) as c:
+            live = _seen(c.chat.completions.with_raw_response.create(**ASK))
+        with running(store, "replay", routes=routes_to(upstream.url)) as proxy, _client(proxy) as c:
+            replayed = _seen(c.chat.completions.with_raw_response.create(**ASK))
     assert upstream.count() == 1
     assert "content-encoding" not in live[0]
     assert live[0]["content-length"] == str(len(chat_json("zipped " * 50)))
@@ -68,8 +68,8 @@ def test_a_compressed_stream_looks_the_same_live_and_replayed(store, coding):
     outcomes = []
     with Server(lambda seen: script) as upstream:
         for mode in ("record", "replay"):
-            with running(store, mode, routes=routes_to(upstream.url)) as proxy:
-                raw = _client(proxy).chat.completions.with_raw_response.create(**ask)
+            with running(store, mode, routes=routes_to(upstream.url)) as proxy, _client(proxy) as c:
+                raw = c.chat.completions.with_raw_response.create(**ask)
                 headers = {k: v for k, v in raw.headers.items() if not k.startswith("x-pyrula")}
                 texts = [c.choices[0].delta.content for c in raw.parse() if c.choices]
                 outcomes.append((headers, texts))
