@@ -34,12 +34,13 @@ class Proc:
 
         def read() -> None:
             assert popen.stderr is not None
-            for line in popen.stderr:
-                self.lines.append(line.rstrip("\n"))
-                found = re.search(r"listening on (http://\S+)", line)
-                if found:
-                    self.url = found.group(1)
-                    ready.set()
+            with popen.stderr as stream:  # closed at the proxy's end: no descriptor leaks
+                for line in stream:
+                    self.lines.append(line.rstrip("\n"))
+                    found = re.search(r"listening on (http://\S+)", line)
+                    if found:
+                        self.url = found.group(1)
+                        ready.set()
             ready.set()
 
         threading.Thread(target=read, daemon=True).start()
