@@ -70,41 +70,45 @@ def reset(proxy) -> None:
 
 def test_openai_python_sdk_gets_identical_bytes_plain_and_streamed(replay):
     proxy, live = replay
-    http = OPENAI_LIB.Client()
-    client = openai.OpenAI(
-        api_key=KEY, base_url=proxy.base_url("openai") + "/v1", http_client=http, max_retries=0
-    )
-    reset(proxy)
-    raw = client.chat.completions.with_raw_response.create(**CASES["openai"][1])
-    assert raw.http_response.content == live["openai"]
-    assert raw.parse().choices[0].message.content
-    with client.chat.completions.with_streaming_response.create(
-        **CASES["openai-stream"][1]
-    ) as streamed:
-        assert b"".join(streamed.iter_bytes()) == live["openai-stream"]
-    reset(proxy)
-    parsed = client.chat.completions.create(**CASES["openai"][1])
-    recorded = json.loads(live["openai"])
-    assert parsed.id == recorded["id"]
-    assert parsed.choices[0].message.content == recorded["choices"][0]["message"]["content"]
+    with openai.OpenAI(
+        api_key=KEY,
+        base_url=proxy.base_url("openai") + "/v1",
+        http_client=OPENAI_LIB.Client(),
+        max_retries=0,
+    ) as client:
+        reset(proxy)
+        raw = client.chat.completions.with_raw_response.create(**CASES["openai"][1])
+        assert raw.http_response.content == live["openai"]
+        assert raw.parse().choices[0].message.content
+        with client.chat.completions.with_streaming_response.create(
+            **CASES["openai-stream"][1]
+        ) as streamed:
+            assert b"".join(streamed.iter_bytes()) == live["openai-stream"]
+        reset(proxy)
+        parsed = client.chat.completions.create(**CASES["openai"][1])
+        recorded = json.loads(live["openai"])
+        assert parsed.id == recorded["id"]
+        assert parsed.choices[0].message.content == recorded["choices"][0]["message"]["content"]
 
 
 def test_anthropic_python_sdk_gets_identical_bytes_plain_and_streamed(replay):
     proxy, live = replay
-    client = anthropic.Anthropic(
+    with anthropic.Anthropic(
         api_key=KEY,
         base_url=proxy.base_url("anthropic"),
         http_client=ANTHROPIC_LIB.Client(),
         max_retries=0,
-    )
-    reset(proxy)
-    raw = client.messages.with_raw_response.create(**CASES["anthropic"][1])
-    assert raw.http_response.content == live["anthropic"]
-    with client.messages.with_streaming_response.create(**CASES["anthropic-stream"][1]) as streamed:
-        assert b"".join(streamed.iter_bytes()) == live["anthropic-stream"]
-    reset(proxy)
-    events = [e.type for e in client.messages.create(**CASES["anthropic-stream"][1])]
-    assert events[0] == "message_start" and events[-1] == "message_stop"
+    ) as client:
+        reset(proxy)
+        raw = client.messages.with_raw_response.create(**CASES["anthropic"][1])
+        assert raw.http_response.content == live["anthropic"]
+        with client.messages.with_streaming_response.create(
+            **CASES["anthropic-stream"][1]
+        ) as streamed:
+            assert b"".join(streamed.iter_bytes()) == live["anthropic-stream"]
+        reset(proxy)
+        events = [e.type for e in client.messages.create(**CASES["anthropic-stream"][1])]
+        assert events[0] == "message_start" and events[-1] == "message_stop"
 
 
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")

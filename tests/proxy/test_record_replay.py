@@ -85,14 +85,16 @@ def test_async_anthropic_plain_and_streamed_replay_offline(store, standin):
     routes = routes_to(standin.url)
 
     async def calls(proxy):
-        client = anthropic_via(proxy, is_async=True)
-        message = await client.messages.create(model="claude-test", max_tokens=20, messages=ASK)
-        events = [
-            e.model_dump()
-            async for e in await client.messages.create(
-                model="claude-test", max_tokens=20, messages=ASK, stream=True
+        async with anthropic_via(proxy, is_async=True) as client:
+            message = await client.messages.create(
+                model="claude-test", max_tokens=20, messages=ASK
             )
-        ]
+            events = [
+                e.model_dump()
+                async for e in await client.messages.create(
+                    model="claude-test", max_tokens=20, messages=ASK, stream=True
+                )
+            ]
         return message.model_dump(), events
 
     with running(store, "record", routes=routes) as proxy:
@@ -113,7 +115,7 @@ def test_an_exchange_recorded_in_process_replays_through_the_proxy(store):
         base_url="https://api.openai.com/v1",
         http_client=OPENAI_LIB.Client(transport=inner),
     )
-    with Cassette("shared", store=store):
+    with in_process, Cassette("shared", store=store):
         live = in_process.chat.completions.create(model="gpt-test", messages=ASK)
     with running(store, "replay", cassette="shared") as proxy:
         replayed = openai_via(proxy).chat.completions.create(model="gpt-test", messages=ASK)
@@ -436,8 +438,7 @@ def test_a_request_recorded_by_another_process_replays_through_the_proxy_uncanon
     headers = {"authorization": "Bearer sk-recorded-0123456789", "content-type": "application/json"}
     recorded = ("https://api.openai.com/v1/chat/completions", headers, body)
     record_elsewhere(str(store), [recorded], [chat_completion("from elsewhere")], cassette="shared")
-    with running(store, "replay", cassette="shared") as proxy:
-        client = OPENAI_LIB.Client()
+    with running(store, "replay", cassette="shared") as proxy, OPENAI_LIB.Client() as client:
         reply = client.post(
             proxy.base_url("openai") + "/v1/chat/completions",
             content=body,
