@@ -39,7 +39,7 @@ def test_an_over_cap_plain_reply_is_an_error_the_sdk_does_not_retry(
         client = openai.OpenAI(
             api_key="sk-x", base_url=proxy.base_url("openai") + "/v1", max_retries=2
         )
-        with pytest.raises(openai.APIStatusError) as caught:
+        with client, pytest.raises(openai.APIStatusError) as caught:
             client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}])
     error = caught.value
     assert error.status_code == 502
