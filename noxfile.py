@@ -268,6 +268,7 @@ def lint(session: nox.Session) -> None:
     # ... and the framework integrations against the frameworks' own types.
     _install(session, "lint")
     session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
     session.run("mypy", "pyrula", "fingerprints", "proxy", "benchmarks")
 
 

@@ -141,8 +141,10 @@ def main() -> None:
                 row.setdefault("CPU ms/step", []).append(cpu * 1000 / n)
             finally:
                 async_store.remote = offloaded
-    print(f"async runs on PostgreSQL ({args.rounds} rounds, {args.width} calls at once x "
-          f"{args.rounds_per_run}; medians; ratio to 'in place' in the same rounds)")
+    print(
+        f"async runs on PostgreSQL ({args.rounds} rounds, {args.width} calls at once x "
+        f"{args.rounds_per_run}; medians; ratio to 'in place' in the same rounds)"
+    )
     for metric in ("calls/s", "CPU ms/call", "longest stall ms", "steps/s", "CPU ms/step"):
         base_value = statistics.median(rows["in place"][metric])
         for name in variants:

@@ -124,11 +124,21 @@ def main() -> None:
 
         converse(floor_client, turns, snapshot)
 
-    table = Table(title=f"Store size after N turns (~{CHARS}-char messages, whole history re-sent"
-                  " each turn)", title_justify="left")
-    for column in ("turns", "Σ request bodies", "Σ reply bodies", "data.mdb file",
-                   "LMDB high-water", "LMDB live pages", "live / Σ requests",
-                   "vcrpy YAML", "YAML / Σ requests"):
+    table = Table(
+        title=f"Store size after N turns (~{CHARS}-char messages, whole history re-sent each turn)",
+        title_justify="left",
+    )
+    for column in (
+        "turns",
+        "Σ request bodies",
+        "Σ reply bodies",
+        "data.mdb file",
+        "LMDB high-water",
+        "LMDB live pages",
+        "live / Σ requests",
+        "vcrpy YAML",
+        "YAML / Σ requests",
+    ):
         table.add_column(column, justify="right")
     for c in checkpoints:
         req, rep = sums[c]

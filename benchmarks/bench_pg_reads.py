@@ -173,8 +173,10 @@ def main() -> None:
         for variant, metrics in found.items():
             for metric, value in metrics.items():
                 rows.setdefault(variant, {}).setdefault(metric, []).append(value)
-    print(f"point reads of a PostgreSQL store from an event loop ({args.rounds} rounds of "
-          f"{args.reads} reads; medians; ratio to 'in place' of the same shape)")
+    print(
+        f"point reads of a PostgreSQL store from an event loop ({args.rounds} rounds of "
+        f"{args.reads} reads; medians; ratio to 'in place' of the same shape)"
+    )
     for variant in rows:
         name, shape = variant.split("|")
         for metric, values in rows[variant].items():

@@ -45,9 +45,7 @@ def _server(url: str | None) -> tuple[str, Any]:
     if url is None:
         from pgserver.postgres_server import get_server
 
-        found = get_server(
-            Path(tempfile.mkdtemp(prefix="bench-wire-")), cleanup_mode="delete"
-        )
+        found = get_server(Path(tempfile.mkdtemp(prefix="bench-wire-")), cleanup_mode="delete")
         url = str(found.get_uri())
     import psycopg
 

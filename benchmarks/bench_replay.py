@@ -113,8 +113,9 @@ def raw_call(client: httpx.Client, request: bytes = RAW_REQUEST) -> bytes:
 def cold_requests(count: int, word: str = "Ping") -> list[bytes]:
     """`count` distinct raw requests: replayed once each, they hit no cache of pyrula's."""
     return [
-        json.dumps({"messages": [*MESSAGES, {"role": "user", "content": f"{word} {i}?"}],
-                    "model": MODEL}).encode()
+        json.dumps(
+            {"messages": [*MESSAGES, {"role": "user", "content": f"{word} {i}?"}], "model": MODEL}
+        ).encode()
         for i in range(count)
     ]
 

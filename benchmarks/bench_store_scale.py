@@ -128,8 +128,12 @@ def main() -> None:
     small: int = opts.small
     large: int = opts.large
     calls: int = opts.calls
-    header("bench_store_scale: replay cost vs store size; opening a store", opts.rounds,
-           small=small, large=large)
+    header(
+        "bench_store_scale: replay cost vs store size; opening a store",
+        opts.rounds,
+        small=small,
+        large=large,
+    )
 
     tmp = scratch_dir("scale", keep=opts.keep)
     paths = {small: tmp / "small", large: tmp / "large"}
@@ -214,8 +218,9 @@ def main() -> None:
     console.print(rate_table("Replay through the SDK (one cassette block per call)", sdk, baseline))
     console.print(rate_table("Store level: Exchanges.get + frames", gets, baseline, unit="get"))
 
-    extra = Table(title="Extra time for the LAST exchange vs the FIRST (medians)",
-                  title_justify="left")
+    extra = Table(
+        title="Extra time for the LAST exchange vs the FIRST (medians)", title_justify="left"
+    )
     for column in ("store", "SDK wall", "SDK CPU", "get wall", "get CPU"):
         extra.add_column(column, justify="right")
     for n in (small, large):
@@ -268,8 +273,10 @@ def main() -> None:
     text_file = tmp / "cassettes" / "test_scale" / "test_1000.json"
     with pyrula.Store(paths[small]) as source:
         cassette_file.save(source, NAMESPACE, text_file)
-    console.print(f"setup: text cassette of {small:,} exchanges, "
-                  f"{text_file.stat().st_size / 1e6:.1f} MB of JSON")
+    console.print(
+        f"setup: text cassette of {small:,} exchanges, "
+        f"{text_file.stat().st_size / 1e6:.1f} MB of JSON"
+    )
     cache = pyrula.Store(tmp / "text-cache")
     fresh = iter(range(1_000_000))
 
@@ -303,18 +310,26 @@ def main() -> None:
         fn()
     opened = run_rounds(open_variants, opts.rounds, label="open")
     console.print(
-        rate_table(f"Open a {small:,}-exchange store / cassette, then replay its last exchange",
-                   opened, "pyrula: Store(path) + 1st replay", unit="open")
+        rate_table(
+            f"Open a {small:,}-exchange store / cassette, then replay its last exchange",
+            opened,
+            "pyrula: Store(path) + 1st replay",
+            unit="open",
+        )
     )
     p = opened["pyrula: Store(path) + 1st replay"].wall_median
     v = opened["vcrpy: load + 1st replay"].wall_median
-    console.print(f"open + first replay: pyrula {fmt_time(p)}, vcrpy {fmt_time(v)} "
-                  f"(vcrpy/pyrula = {v / p:.1f}x)")
+    console.print(
+        f"open + first replay: pyrula {fmt_time(p)}, vcrpy {fmt_time(v)} "
+        f"(vcrpy/pyrula = {v / p:.1f}x)"
+    )
     t = opened["pyrula text cassette: later + 1st replay"].wall_median
     f = opened["pyrula text cassette: first use (builds the cache)"].wall_median
-    console.print(f"text cassette: first use {fmt_time(f)} (vcrpy load/first use = "
-                  f"{opened['vcrpy: load cassette'].wall_median / f:.1f}x); later open + first "
-                  f"replay {fmt_time(t)} (vcrpy/pyrula = {v / t:.1f}x)")
+    console.print(
+        f"text cassette: first use {fmt_time(f)} (vcrpy load/first use = "
+        f"{opened['vcrpy: load cassette'].wall_median / f:.1f}x); later open + first "
+        f"replay {fmt_time(t)} (vcrpy/pyrula = {v / t:.1f}x)"
+    )
     cache.close()
     console.print(f"upstream calls made by replays (must be 0): {upstream_calls - recorded}")
 

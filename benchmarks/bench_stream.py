@@ -132,8 +132,12 @@ def main() -> None:
     args.add_argument("--gap-ms", type=float, default=50.0)
     args.add_argument("--slices", type=int, default=2, help="streams per variant per round")
     opts = args.parse_args()
-    header("bench_stream: recording a slow SSE stream", opts.rounds, chunks=opts.chunks,
-           gap_ms=opts.gap_ms)
+    header(
+        "bench_stream: recording a slow SSE stream",
+        opts.rounds,
+        chunks=opts.chunks,
+        gap_ms=opts.gap_ms,
+    )
 
     events = sse_events(opts.chunks)
     server = SlowSSEServer(events, opts.gap_ms / 1000)
@@ -200,8 +204,11 @@ def main() -> None:
     expected_requests = opts.rounds * opts.slices * len(variants)
 
     base = statistics.median(ttfc[names[0]])
-    table = Table(title=f"Time to first chunk: {opts.chunks} chunks {opts.gap_ms:g} ms apart "
-                  f"({len(ttfc[names[0]])} streams per row)", title_justify="left")
+    table = Table(
+        title=f"Time to first chunk: {opts.chunks} chunks {opts.gap_ms:g} ms apart "
+        f"({len(ttfc[names[0]])} streams per row)",
+        title_justify="left",
+    )
     for column in ("variant", "TTFC median", "TTFC min … max", "x base TTFC", "total median"):
         table.add_column(column, justify="left" if column == "variant" else "right")
     for name in ttfc:
@@ -213,8 +220,10 @@ def main() -> None:
             fmt_time(statistics.median(total[name])),
         )
     console.print(table)
-    console.print(f"server requests during rounds: {live_requests} (live variants only: "
-                  f"{expected_requests} expected; replays must add none)")
+    console.print(
+        f"server requests during rounds: {live_requests} (live variants only: "
+        f"{expected_requests} expected; replays must add none)"
+    )
 
     # -- chunk boundaries ------------------------------------------------------------------------
     raw = httpx.Client(transport=pyrula.HttpxTransport(httpx.HTTPTransport()))
@@ -258,8 +267,10 @@ def main() -> None:
     console.print(f"pyrula, stored frames:    {stored}")
     console.print(f"pyrula, replayed:         {replayed}")
     same = live == stored == replayed
-    console.print(f"chunk boundaries preserved on replay: [bold]{'YES' if same else 'NO'}[/bold] "
-                  f"({len(replayed)} chunks)")
+    console.print(
+        f"chunk boundaries preserved on replay: [bold]{'YES' if same else 'NO'}[/bold] "
+        f"({len(replayed)} chunks)"
+    )
     console.print(f"vcrpy, live (recording):  {vcr_live}")
     console.print(f"vcrpy, replayed:          {vcr_replayed}")
 

@@ -194,9 +194,7 @@ class Handler:
                     "status": "ok",
                     "mode": self._config.mode,
                     "cassette": self._config.cassette,
-                    "store": (
-                        shown(self._config.store) if self._config.journaled else None
-                    ),
+                    "store": (shown(self._config.store) if self._config.journaled else None),
                     "routes": dict(self._routes.describe()),
                     "draining": self._draining(),
                     "request_bodies": self._budget.describe(),
@@ -327,4 +325,3 @@ class Handler:
 
 def _path(target: bytes) -> str:
     return target.split(b"?", 1)[0].decode("latin-1")[:200]
-

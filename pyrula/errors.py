@@ -416,10 +416,14 @@ class StoreUnavailable(StoreError):
     """A PostgreSQL store's server could not be reached, or the connection kept dropping, for
     longer than the retry window (`PYRULA_PG_RETRY_SECONDS`). Nothing half-written was kept:
     each fact commits whole or not at all."""
+
+
 class UIConfigError(PyrulaError):
     """`pyrula ui` cannot start as asked: an address off loopback without a token, a short
     token, a port that is not a number. The message names the flag to use (the `ui` extra not
     installed is a `MissingExtra`)."""
+
+
 class CassetteFileError(StoreError):
     """A text cassette file cannot be read; the message names the file and what is wrong."""
 

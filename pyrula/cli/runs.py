@@ -20,7 +20,6 @@ from pyrula.runtime.retention import parse_duration
 runs_app = typer.Typer(help="Inspect and drive durable runs.", no_args_is_help=True)
 
 
-
 def _journal(store: str | None) -> RunStore:
     return RunStore(Store(store, create=False))
 
@@ -177,11 +176,13 @@ def purge_runs(
             return
         verb = "would purge" if dry_run else "purged"
         for run in purged.runs:
-            console().print(f"{verb} {run.id}  {run.name}  {run.status}  "
-                            f"ended {local_time(run.updated_at)}")
+            console().print(
+                f"{verb} {run.id}  {run.name}  {run.status}  ended {local_time(run.updated_at)}"
+            )
         tokens = "" if dry_run else f", {purged.tokens} expired idempotency token(s)"
-        console().print(f"{verb} {len(purged.runs)} run(s) that ended over {older_than} ago"
-                        f"{tokens}")
+        console().print(
+            f"{verb} {len(purged.runs)} run(s) that ended over {older_than} ago{tokens}"
+        )
 
 
 def _said(as_json: bool, data: dict[str, Any], text: str) -> None:

@@ -203,4 +203,3 @@ def commit_group(
             for index, outcome in zip(missed, again, strict=True):
                 outcomes[index] = outcome
     return outcomes
-

@@ -50,8 +50,10 @@ def describe_error(exc: BaseException, *, capture: str = "io", _depth: int = 0) 
         kept = _json_or_none(attrs) if attrs else None
         if kept:
             data["attrs"] = kept
-    cause = exc.__cause__ if exc.__cause__ is not None else (
-        None if exc.__suppress_context__ else exc.__context__
+    cause = (
+        exc.__cause__
+        if exc.__cause__ is not None
+        else (None if exc.__suppress_context__ else exc.__context__)
     )
     if cause is not None and _depth < _MAX_DEPTH:
         data["cause"] = describe_error(cause, _depth=_depth + 1)
@@ -168,4 +170,3 @@ def _json_or_none(value: Any) -> Any:
 
 
 __all__ = ["describe_error", "error_class", "rebuild_error"]
-

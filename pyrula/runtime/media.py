@@ -91,9 +91,7 @@ def pdf_pages(data: bytes) -> int:
     return max(1, len(_PAGE.findall(data)))
 
 
-def billable_request_bytes(
-    body: bytes, surface: str, meta: Mapping[str, Any] | None = None
-) -> int:
+def billable_request_bytes(body: bytes, surface: str, meta: Mapping[str, Any] | None = None) -> int:
     """The request's size for a token estimate, with each image or PDF replaced by its billing
     bound (in bytes, at four a token). Surfaces without such bounds count their bytes as is.
     `meta` is the request's (`Canonical.meta`): it names the model, for OpenAI's bounds."""

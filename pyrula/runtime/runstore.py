@@ -202,7 +202,6 @@ class RunStore(RunLeases, RunCancels, RunPurging):
         self.store.write(write, scope=(run_id,))
 
 
-
 __all__ = [
     "BUDGET_EXCEEDED",
     "CANCELLED",

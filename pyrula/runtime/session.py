@@ -188,7 +188,6 @@ class RunSession:
             frame.position, frame.key = self._claim()
         return frame.key
 
-
     async def aend_call(self, frame: CallFrame, failure: dict[str, str] | None = None) -> None:
         """`end_call` from the run's event loop (`CallRecorder.aend_call`)."""
         await self.recorder.aend_call(frame, failure)

@@ -142,13 +142,18 @@ class Worker:
         try:
             purged = await asyncio.to_thread(purge, self.run_store, retention)
         except StoreError as exc:
-            log.warning("retention: purge failed (%s); trying again later", exc,
-                        extra=fields("purge_failed", error=type(exc).__name__))
+            log.warning(
+                "retention: purge failed (%s); trying again later",
+                exc,
+                extra=fields("purge_failed", error=type(exc).__name__),
+            )
             return
         if purged.runs or purged.tokens:
             log.info(
                 "retention: purged %d run(s) ended over %gs ago, %d expired token(s)",
-                len(purged.runs), retention, purged.tokens,
+                len(purged.runs),
+                retention,
+                purged.tokens,
                 extra=fields("purged", runs=len(purged.runs), tokens=purged.tokens),
             )
 
@@ -178,6 +183,7 @@ class Worker:
                 continue
             return True
         return False
+
 
 async def _settle(
     running: set[asyncio.Task[None]], timeout: float | None, wake: Any = None, seen: int = 0

@@ -186,9 +186,17 @@ class Executor:
                 await acall(store, self._close_children, attempt)
             try:
                 await acall(  # off the loop on PostgreSQL: the worker's other runs go on
-                    self.store, self.run_store.finish, run.id, lease, outcome.status, outcome.kind,
-                    outcome.payload, result=outcome.result, error=outcome.error,
-                    wake_at=outcome.wake_at, withheld=outcome.withheld,
+                    self.store,
+                    self.run_store.finish,
+                    run.id,
+                    lease,
+                    outcome.status,
+                    outcome.kind,
+                    outcome.payload,
+                    result=outcome.result,
+                    error=outcome.error,
+                    wake_at=outcome.wake_at,
+                    withheld=outcome.withheld,
                     through=attempt.commit,  # with the facts it logged, in the same commit
                 )
             except RunAttemptEnded:

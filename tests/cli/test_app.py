@@ -115,6 +115,8 @@ def test_the_demo_refuses_a_postgresql_store_and_names_what_to_use(tmp_path):
     assert result.exit_code == 2
     assert "runs on a folder store only" in result.output
     assert "docs/scaling.md" in result.output
+
+
 def test_a_worker_starts_without_the_other_commands_rich_or_httpx(tmp_path):
     # Issue 17: a worker's start imported every command, rich and httpx before claiming a run,
     # and the run client (`submit`, `answer`, ...) with `pyrula.runtime`; and an attempt's
@@ -157,19 +159,28 @@ def test_a_worker_freezes_what_its_modules_made_and_skips_the_exit_collections(t
     )
     store = tmp_path / "s"
     submitted = subprocess.run(
-        [sys.executable, "-c", "from pyrula.runtime import submit; "
-         f"submit('probe', store={str(store)!r})"],
-        capture_output=True, text=True, cwd=tmp_path, timeout=60,
+        [
+            sys.executable,
+            "-c",
+            f"from pyrula.runtime import submit; submit('probe', store={str(store)!r})",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=60,
     )
     assert submitted.returncode == 0, submitted.stderr
     done = _worker("--import", "gc_app", "--store", str(store), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "seen.txt").read_text().split("\n") == [
-        "import False", "run True True", "exit True", ""
+        "import False",
+        "run True True",
+        "exit True",
+        "",
     ]
 
 
-TOOLS_APP = '''
+TOOLS_APP = """
 from pyrula.runtime import tool
 
 @tool
@@ -179,7 +190,7 @@ async def charge_card(amount: int) -> str:
 @tool
 def refund(amount: int) -> str:
     return f"refunded {amount}"
-'''
+"""
 
 
 @pytest.mark.parametrize(

@@ -31,16 +31,24 @@ def _parts(url: str = CHAT, body: bytes | None = None, **headers: str) -> Reques
 @pytest.mark.parametrize(
     ("first", "second"),
     [
-        (_parts(authorization="Bearer sk-one-0123456789"),
-         _parts(authorization="Bearer sk-two-9876543210")),
-        (_parts(MESSAGES, **{"x-api-key": "sk-ant-one-0123456789"}),
-         _parts(MESSAGES, **{"x-api-key": "sk-ant-two-9876543210"})),
+        (
+            _parts(authorization="Bearer sk-one-0123456789"),
+            _parts(authorization="Bearer sk-two-9876543210"),
+        ),
+        (
+            _parts(MESSAGES, **{"x-api-key": "sk-ant-one-0123456789"}),
+            _parts(MESSAGES, **{"x-api-key": "sk-ant-two-9876543210"}),
+        ),
         (_parts(GEMINI + "?key=AIzaOne0123456789"), _parts(GEMINI + "?key=AIzaTwo9876543210")),
         (_parts(GEMINI, **{"x-goog-api-key": "AIzaOne0123456789"}), _parts(GEMINI)),
-        (_parts("https://user:secret-one@api.openai.com/v1/chat/completions"),
-         _parts("https://user:secret-two@api.openai.com/v1/chat/completions")),
-        (_parts(CHAT + "?api-version=1&sig=one0123456789"),
-         _parts(CHAT + "?api-version=1&sig=two9876543210")),
+        (
+            _parts("https://user:secret-one@api.openai.com/v1/chat/completions"),
+            _parts("https://user:secret-two@api.openai.com/v1/chat/completions"),
+        ),
+        (
+            _parts(CHAT + "?api-version=1&sig=one0123456789"),
+            _parts(CHAT + "?api-version=1&sig=two9876543210"),
+        ),
     ],
     ids=["bearer", "x-api-key", "gemini-key-param", "goog-header", "user-info", "sas-sig"],
 )

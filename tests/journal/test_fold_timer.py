@@ -83,9 +83,7 @@ def _fold_in_child(result: multiprocessing.SimpleQueue) -> None:  # type: ignore
     result.put((done.wait(WAIT), len(_chores_threads())))
 
 
-@pytest.mark.skipif(
-    "fork" not in multiprocessing.get_all_start_methods(), reason="needs fork()"
-)
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="needs fork()")
 def test_a_forked_child_folds_on_a_thread_of_its_own():
     done = threading.Event()
     _timer(0.0, [], "parent", done).start()  # the parent's thread is running

@@ -23,9 +23,32 @@ REFERENCE = re.compile(
     rb"|Signature=[0-9a-fA-F]{32,}"
 )
 PIECES = [
-    b"sk-", b"sk-ant-", b"sk-proj-", b"AKIA", b"ASIA", b"AIza", b"ya29.", b"Bearer ", b"bEaReR\t",
-    b"BEARER  ", b"Credential=", b"Signature=", b"0123456789abcdef", b"ABCDEFGHIJKLMNOP",
-    b"xyz_-", b"~+/=", b'"', b",", b" ", b"\n", b"{", b"}", b":", b"\\", b"caf\xc3\xa9", b"risk-",
+    b"sk-",
+    b"sk-ant-",
+    b"sk-proj-",
+    b"AKIA",
+    b"ASIA",
+    b"AIza",
+    b"ya29.",
+    b"Bearer ",
+    b"bEaReR\t",
+    b"BEARER  ",
+    b"Credential=",
+    b"Signature=",
+    b"0123456789abcdef",
+    b"ABCDEFGHIJKLMNOP",
+    b"xyz_-",
+    b"~+/=",
+    b'"',
+    b",",
+    b" ",
+    b"\n",
+    b"{",
+    b"}",
+    b":",
+    b"\\",
+    b"caf\xc3\xa9",
+    b"risk-",
 ]
 
 

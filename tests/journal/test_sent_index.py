@@ -28,6 +28,7 @@ CHAT = "http://openai.test/v1/chat/completions"
 MESSAGES = "http://anthropic.test/v1/messages"
 GEMINI = "http://genai.test/v1beta/models/gemini-test:generateContent"
 
+
 def _chat(text: str, key: str = NEW_KEY) -> tuple[str, dict[str, str], bytes]:
     body = json.dumps({"model": "gpt-test", "messages": [{"role": "user", "content": text}]})
     headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
@@ -72,13 +73,22 @@ def test_a_replay_with_another_api_key_is_found_by_its_sent_digest_and_no_key_is
     nonce = uuid.uuid4().hex
     recorded = [
         _chat(f"chat {nonce}", key=OLD_KEY),
-        (MESSAGES,
-         {"x-api-key": OLD_KEY, "anthropic-beta": "prompt-caching-2024-07-31"},
-         json.dumps({"model": "claude-test", "max_tokens": 5,
-                     "messages": [{"role": "user", "content": nonce}]}).encode()),
-        (f"{GEMINI}?key={OLD_KEY}",
-         {"x-goog-api-key": OLD_KEY},
-         json.dumps({"contents": [{"role": "user", "parts": [{"text": nonce}]}]}).encode()),
+        (
+            MESSAGES,
+            {"x-api-key": OLD_KEY, "anthropic-beta": "prompt-caching-2024-07-31"},
+            json.dumps(
+                {
+                    "model": "claude-test",
+                    "max_tokens": 5,
+                    "messages": [{"role": "user", "content": nonce}],
+                }
+            ).encode(),
+        ),
+        (
+            f"{GEMINI}?key={OLD_KEY}",
+            {"x-goog-api-key": OLD_KEY},
+            json.dumps({"contents": [{"role": "user", "parts": [{"text": nonce}]}]}).encode(),
+        ),
     ]
     replies = [{"answer": n} for n in range(3)]
     record_elsewhere(store_location, recorded, replies)
@@ -131,7 +141,9 @@ def test_the_sent_digest_replays_exactly_what_canonicalising_replays(store_path)
         by_canonical, slow = _replay(store, asked)
     assert by_digest == by_canonical
     assert [json.loads(r[2]) for r in by_digest if r[1] == "application/json"] == [
-        {"n": 0}, {"n": 1}, {"n": 2}
+        {"n": 0},
+        {"n": 1},
+        {"n": 2},
     ]
     assert by_digest[1] == (200, "text/event-stream", "".join(sse).encode())
     assert "recorded this" in by_digest[4] and "3 time(s); this is call 4" in by_digest[4]
@@ -165,16 +177,16 @@ def _export_import(store_path: Path, tmp_path: Path, strip_sent: bool = False) -
     from pyrula.cli.app import app
 
     exported, imported = tmp_path / "all.jsonl", tmp_path / "imported"
-    result = CliRunner().invoke(app, ["journal", "export", "--store", str(store_path), "-o",
-                                      str(exported)])
+    result = CliRunner().invoke(
+        app, ["journal", "export", "--store", str(store_path), "-o", str(exported)]
+    )
     assert result.exit_code == 0, result.output
     if strip_sent:
         lines = [json.loads(line) for line in exported.read_text().splitlines()]
         for line in lines:
             assert line["record"]["extra"].pop("sent")
         exported.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    result = CliRunner().invoke(app, ["journal", "import", str(exported), "--store",
-                                      str(imported)])
+    result = CliRunner().invoke(app, ["journal", "import", str(exported), "--store", str(imported)])
     assert result.exit_code == 0, result.output
     return imported
 

@@ -50,9 +50,7 @@ def _closed(sock: socket.socket) -> bool:
 def test_half_sent_unauthenticated_heads_do_not_delay_an_authorised_request(store):
     # Four serving slots and forty connections that never finish their head: before the fix
     # they held every slot, and the authorised request waited for them to time out.
-    limits = Limits(
-        max_connections=4, max_pending_connections=64, head_timeout_s=120, grace_s=1
-    )
+    limits = Limits(max_connections=4, max_pending_connections=64, head_timeout_s=120, grace_s=1)
     script = Script(frames=[chat_json("served")])
     with (
         Server(lambda seen: script) as upstream,

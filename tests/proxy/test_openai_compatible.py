@@ -20,6 +20,7 @@ from tests.replies.support import ASK, PROVIDERS, Compatible, completion, stream
 
 _ROUTES = {route.name: route for route in DEFAULT_ROUTES}
 
+
 def _script(provider: Compatible) -> Any:
     def reply(seen: Seen) -> Script:
         if seen.json().get("stream"):
@@ -27,6 +28,7 @@ def _script(provider: Compatible) -> Any:
         return Script(frames=[json.dumps(completion(provider)).encode()])
 
     return reply
+
 
 def _calls(proxy: Any, provider: Compatible) -> tuple[Any, list[Any]]:
     client = openai.OpenAI(
@@ -43,6 +45,7 @@ def _calls(proxy: Any, provider: Compatible) -> tuple[Any, list[Any]]:
         stream_options={"include_usage": True},
     )
     return plain.model_dump(), [chunk.model_dump() for chunk in chunks]
+
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.name)
 def test_recorded_through_its_route_and_replayed_offline(store, provider):

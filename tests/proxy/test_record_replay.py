@@ -86,9 +86,7 @@ def test_async_anthropic_plain_and_streamed_replay_offline(store, standin):
 
     async def calls(proxy):
         async with anthropic_via(proxy, is_async=True) as client:
-            message = await client.messages.create(
-                model="claude-test", max_tokens=20, messages=ASK
-            )
+            message = await client.messages.create(model="claude-test", max_tokens=20, messages=ASK)
             events = [
                 e.model_dump()
                 async for e in await client.messages.create(

@@ -63,9 +63,10 @@ def test_recorded_then_replayed_offline_into_equal_sdk_objects(store_path, provi
     with pyrula.cassette(provider.name, mode="none", store=store_path):
         replayed = _calls(_client(provider, silent), provider.model)
     assert replayed == recorded
-    assert "".join(
-        c["choices"][0]["delta"]["content"] or "" for c in recorded[1] if c["choices"]
-    ) == "The pyrula fig shell."
+    assert (
+        "".join(c["choices"][0]["delta"]["content"] or "" for c in recorded[1] if c["choices"])
+        == "The pyrula fig shell."
+    )
 
 
 @pytest.mark.parametrize("provider", PROVIDERS, ids=lambda p: p.name)

@@ -62,9 +62,7 @@ def test_a_failed_response_is_metered_with_its_error():
 def test_only_output_text_deltas_are_text():
     text = openai_responses.text
     assert list(text("response.output_text.delta", {"delta": "a"})) == [(0, "a")]
-    assert list(text("message", {"type": "response.output_text.delta", "delta": "b"})) == [
-        (0, "b")
-    ]
+    assert list(text("message", {"type": "response.output_text.delta", "delta": "b"})) == [(0, "b")]
     assert list(text("response.function_call_arguments.delta", {"delta": "{}"})) == []
 
 

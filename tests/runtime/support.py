@@ -76,8 +76,6 @@ def run_to_rest(workflow: Any, *args: Any, store: Any = None, **kwargs: Any) -> 
     return handle
 
 
-
-
 class WorkerProcess:
     """A real `pyrula worker` process; its stderr lines are collected as they are written."""
 

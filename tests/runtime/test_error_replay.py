@@ -25,8 +25,17 @@ ROOT = Path(__file__).parents[2]
 
 def _worker(store: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "pyrula.cli.app", "worker", "--import", "tests.runtime.error_app",
-         "--store", str(store), *extra],
+        [
+            sys.executable,
+            "-m",
+            "pyrula.cli.app",
+            "worker",
+            "--import",
+            "tests.runtime.error_app",
+            "--store",
+            str(store),
+            *extra,
+        ],
         cwd=ROOT,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stderr=subprocess.PIPE,

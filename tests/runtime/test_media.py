@@ -35,7 +35,9 @@ def _anthropic(data: str, kind: str) -> dict[str, Any]:
 
 def _gemini(data: str, kind: str) -> dict[str, Any]:
     mime = "application/pdf" if kind == "document" else "image/png"
-    return {"contents": [{"role": "user", "parts": [{"inlineData": {"mimeType": mime, "data": data}}]}]}  # noqa: E501
+    return {
+        "contents": [{"role": "user", "parts": [{"inlineData": {"mimeType": mime, "data": data}}]}]
+    }
 
 
 def _bedrock(data: str, kind: str) -> dict[str, Any]:

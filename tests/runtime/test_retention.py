@@ -57,8 +57,19 @@ async def retained_parent(ctx: WorkflowContext) -> int:
 
 def _entries(store) -> dict[str, int]:
     counts = store.stat()["entries"]
-    return {name: counts.get(name, 0) for name in
-            ("runs", "events", "queue", "flags", "withheld", "exchanges", "frames", "tokens")}
+    return {
+        name: counts.get(name, 0)
+        for name in (
+            "runs",
+            "events",
+            "queue",
+            "flags",
+            "withheld",
+            "exchanges",
+            "frames",
+            "tokens",
+        )
+    }
 
 
 def test_a_purge_deletes_ended_runs_whole_and_never_a_live_one():
@@ -75,8 +86,12 @@ def test_a_purge_deletes_ended_runs_whole_and_never_a_live_one():
     running = RunStore(store).claim("elsewhere", ttl=600, names={"retained_work"})
     assert running is not None and running.id == queued_id  # a live lease: running
     statuses = {h.id: h.record.status for h in (done, failed, cancelled, parked)}
-    assert statuses == {done.id: "completed", failed.id: "failed",
-                        cancelled.id: "cancelled", parked.id: "parked"}
+    assert statuses == {
+        done.id: "completed",
+        failed.id: "failed",
+        cancelled.id: "cancelled",
+        parked.id: "parked",
+    }
     before = _entries(store)
     assert before["withheld"] and before["exchanges"]
 
@@ -191,14 +206,32 @@ def test_runs_purge_on_the_command_line():
     assert RunStore(store).find(handle.id) is None
     bad = runner.invoke(app, ["runs", "purge", "--store", store.location, "--older-than", "soon"])
     assert bad.exit_code == 2 and "30d" in bad.output
-    worker = runner.invoke(app, ["worker", "--import", "json", "--store", store.location,
-                                 "--until-idle", "--retention", "a month"])
+    worker = runner.invoke(
+        app,
+        [
+            "worker",
+            "--import",
+            "json",
+            "--store",
+            store.location,
+            "--until-idle",
+            "--retention",
+            "a month",
+        ],
+    )
     assert worker.exit_code == 2 and "--retention" in worker.output
 
 
 @pytest.mark.parametrize(
-    ("text", "seconds"), [("30d", 30 * 86400), ("12h", 43200), ("90m", 5400), ("45", 45.0),
-                          ("2w", 14 * 86400), ("1.5h", 5400)]
+    ("text", "seconds"),
+    [
+        ("30d", 30 * 86400),
+        ("12h", 43200),
+        ("90m", 5400),
+        ("45", 45.0),
+        ("2w", 14 * 86400),
+        ("1.5h", 5400),
+    ],
 )
 def test_durations(text, seconds):
     assert parse_duration(text) == seconds

@@ -66,9 +66,7 @@ def chromium() -> str:
 
 
 @contextmanager
-def served(
-    store: Path, token: str | None = None, app: Starlette | None = None
-) -> Iterator[str]:
+def served(store: Path, token: str | None = None, app: Starlette | None = None) -> Iterator[str]:
     """`pyrula ui` over `store` (or `app`) on a free 127.0.0.1 port, in a thread, by the server
     `pyrula ui` runs; yields its base URL. Leaving stops it, and fails if it did not stop (a
     live stream left open would hold it)."""

@@ -63,16 +63,11 @@ SURFACES: tuple[Surface, ...] = (
     Surface("beta.deployment_runs", R, _IN_A_UNIT),
     *(Surface(raw, R, _USE_CREATE) for raw in _RAW),
     *(Surface(f"{base}.{raw}", R, _USE_CREATE) for base in ("beta", *_GENERATION) for raw in _RAW),
-    *(
-        Surface(f"{base}.batches.{raw}", R, _USE_CREATE)
-        for base in _GENERATION
-        for raw in _RAW
-    ),
+    *(Surface(f"{base}.batches.{raw}", R, _USE_CREATE) for base in _GENERATION for raw in _RAW),
 )
 
 _UNCLASSIFIED = (
-    "this anthropic release has it but the drop-in has not classified it yet; use "
-    "`messages.create`"
+    "this anthropic release has it but the drop-in has not classified it yet; use `messages.create`"
 )
 
 # The verdict for a path no row covers, by its nearest listed parent ("" is the client).

@@ -46,9 +46,7 @@ def journal_http_client(client: Any, sdk: str) -> None:
         client._transport = wrap(transport)
     client._mounts = {
         pattern: (
-            mounted
-            if mounted is None or isinstance(mounted, JournalTransport)
-            else wrap(mounted)
+            mounted if mounted is None or isinstance(mounted, JournalTransport) else wrap(mounted)
         )
         for pattern, mounted in client._mounts.items()
     }

@@ -21,7 +21,6 @@ from pyrula.agents.compat._surfaces import (
 _USE_CREATE = "use `create(...)` or its `parse` / `stream` helpers instead"
 
 
-
 SURFACES: tuple[Surface, ...] = (
     # -- journaled: the generation calls and the SDK helpers built on them ---------------------
     Surface("chat.completions.create", J),
@@ -84,7 +83,6 @@ UNLISTED: dict[str, Surface] = {
 }
 
 
-
 _RESPONSES = ("responses.create", "responses.parse", "responses.stream")
 
 REFUSED_ARGUMENTS: tuple[RefusedArgument, ...] = (
@@ -133,7 +131,6 @@ TOOL_FIX = (
     "OpenAI's servers run it with side effects a replay cannot undo; call the model inside "
     "`ctx.step` or a `@tool` (the unit's result is journaled), or leave the tool out"
 )
-
 
 
 def _allowed_tool(kind: str | None, tool: Any) -> bool:

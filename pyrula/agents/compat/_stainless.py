@@ -70,8 +70,8 @@ class Provider:
         return CallRoute(
             table=self.table,
             journaled=_limited,
-            blocking=lambda client, path: not isinstance(
-                client, provider.sdk._base_client.AsyncAPIClient
+            blocking=lambda client, path: (
+                not isinstance(client, provider.sdk._base_client.AsyncAPIClient)
             ),
             refusal=lambda client, path, kwargs: _refused_argument(provider, path, kwargs),
             is_resource=lambda value: _is_resource(value, provider.name),

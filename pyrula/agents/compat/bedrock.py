@@ -79,6 +79,7 @@ TABLE = SurfaceTable(
     sdk="boto3",
 )
 
+
 def _missing_operation(name: str, **kwargs: Any) -> None:
     """botocore's `getattr` event, for an operation the table lists but this botocore release
     predates: `SurfaceUnavailable` names the release that brought it."""

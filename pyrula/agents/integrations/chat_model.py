@@ -241,5 +241,3 @@ def durable_chat_model(model: BaseChatModel) -> DurableChatModel:
         wrapper._client_attribute, client = found
         wrapper._sdk_client = journaled_copy(client)
     return wrapper
-
-

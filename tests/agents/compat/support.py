@@ -156,7 +156,9 @@ AZURE_ENDPOINT = "https://pyrula-test.openai.azure.com"
 
 def azure_dropin(stub: Upstream, *, sync: bool = False, **kw: Any) -> Any:
     """The Azure OpenAI drop-in (async, or the sync one) sending to `stub`."""
-    cls, http = (AzureOpenAI, OPENAI_LIB.Client) if sync else (AsyncAzureOpenAI, OPENAI_LIB.AsyncClient)  # noqa: E501
+    cls, http = (
+        (AzureOpenAI, OPENAI_LIB.Client) if sync else (AsyncAzureOpenAI, OPENAI_LIB.AsyncClient)
+    )
     return cls(
         api_key="sk-unused",
         api_version="2024-10-21",

@@ -35,8 +35,6 @@ class Answer(pydantic.BaseModel):
     answer: str
 
 
-
-
 async def _create(c: Any) -> Any:
     return await c.messages.create(**MSG)
 
@@ -641,14 +639,20 @@ def _pdf(pages: int) -> bytes:
     kids = " ".join(f"{n + 3} 0 R" for n in range(pages))
     objects = [b"%PDF-1.4", b"1 0 obj << /Type /Catalog /Pages 2 0 R >> endobj"]
     objects.append(f"2 0 obj << /Type /Pages /Kids [{kids}] /Count {pages} >> endobj".encode())
-    objects += [f"{n + 3} 0 obj << /Type /Page /Parent 2 0 R >> endobj".encode() for n in range(pages)]  # noqa: E501
+    objects += [
+        f"{n + 3} 0 obj << /Type /Page /Parent 2 0 R >> endobj".encode() for n in range(pages)
+    ]
     return b"\n".join([*objects, b"%%EOF"])
 
 
 @pytest.mark.parametrize(
     ("block", "at_least", "at_most"),
     [
-        ({"type": "image", "media_type": "image/png", "data": b"\x89PNG" + bytes(400_000)}, 1_600, 3_000),  # noqa: E501
+        (
+            {"type": "image", "media_type": "image/png", "data": b"\x89PNG" + bytes(400_000)},
+            1_600,
+            3_000,
+        ),
         ({"type": "document", "media_type": "application/pdf", "data": _pdf(3)}, 3 * 4_600, 16_000),
     ],
     ids=["image", "pdf"],

@@ -160,7 +160,11 @@ def _tool_stream(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
         event("message_start", message=message),
         event("content_block_start", index=0, content_block=block),
         *(
-            event("content_block_delta", index=0, delta={"type": "input_json_delta", "partial_json": p})  # noqa: E501
+            event(
+                "content_block_delta",
+                index=0,
+                delta={"type": "input_json_delta", "partial_json": p},
+            )
             for p in pieces
         ),
         event("content_block_stop", index=0),

@@ -54,8 +54,6 @@ class Answer(pydantic.BaseModel):
     answer: str
 
 
-
-
 # -- each journaled surface: a resume replays what the live call returned ------------------------
 
 

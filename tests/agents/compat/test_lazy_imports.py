@@ -45,9 +45,7 @@ def test_a_missing_sdk_names_the_extra_to_install():
 
 def test_importing_the_bedrock_module_without_boto3_names_the_extra():
     done = _python(
-        "import sys\n"
-        "sys.modules['botocore'] = None\n"
-        "import pyrula.agents.compat.bedrock\n"
+        "import sys\nsys.modules['botocore'] = None\nimport pyrula.agents.compat.bedrock\n"
     )
     assert done.returncode == 1
     assert "pip install 'pyrula[agents,bedrock]'" in done.stderr
@@ -68,15 +66,35 @@ def test_the_openai_drop_in_loads_nothing_the_sdk_itself_does_not():
     assert done.returncode == 0, done.stderr
     added = set(json.loads(done.stdout))
     packages = {m.split(".")[0] for m in added}
-    foreign = {"anthropic", "google", "boto3", "botocore", "httpx", "httpx2", "rich", "typer",
-               "click", "pygments", "mcp", "pydantic_ai", "langchain_core"}
+    foreign = {
+        "anthropic",
+        "google",
+        "boto3",
+        "botocore",
+        "httpx",
+        "httpx2",
+        "rich",
+        "typer",
+        "click",
+        "pygments",
+        "mcp",
+        "pydantic_ai",
+        "langchain_core",
+    }
     assert packages & foreign == set()
     assert not any(m.startswith(("pyrula.agents.native", "pyrula.agents.llm")) for m in added)
     # Nor the runs' machinery: the worker, the run client and store, an attempt's session (it
     # loads when a run is submitted or a worker starts, not with a client class).
-    runs = {"pyrula.runtime.worker", "pyrula.runtime.client", "pyrula.runtime.runstore",
-            "pyrula.runtime.attempt", "pyrula.runtime.session", "pyrula.runtime.registry",
-            "pyrula.runtime.context", "pyrula.journal.group_commit"}
+    runs = {
+        "pyrula.runtime.worker",
+        "pyrula.runtime.client",
+        "pyrula.runtime.runstore",
+        "pyrula.runtime.attempt",
+        "pyrula.runtime.session",
+        "pyrula.runtime.registry",
+        "pyrula.runtime.context",
+        "pyrula.journal.group_commit",
+    }
     assert added & runs == set()
 
 

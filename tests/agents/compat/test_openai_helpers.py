@@ -277,7 +277,11 @@ def test_an_uncaught_rejection_fails_the_run_and_a_resume_fails_it_the_same_way(
 # (which holds the request until it is entered), or the parse helpers' `post_parser`.
 MOVED = {
     "chat_stream": ("openai.lib.streaming.chat", "AsyncChatCompletionStreamManager", chat_stream),
-    "responses_stream": ("openai.lib.streaming.responses", "AsyncResponseStreamManager", responses_stream),  # noqa: E501
+    "responses_stream": (
+        "openai.lib.streaming.responses",
+        "AsyncResponseStreamManager",
+        responses_stream,
+    ),
     "chat_parse": ("openai._base_client", "make_request_options", chat_parse),
     "responses_parse": ("openai._base_client", "make_request_options", responses_parse),
 }

@@ -177,6 +177,7 @@ def test_a_failed_non_streamed_response_is_metered_as_failed():
 
 # -- Azure deployments: priced by the model the reply names ----------------------------------
 
+
 def _azure_upstream(served_by: str) -> Upstream:
     def reply(request: Any) -> Any:
         if request.url.path.endswith("/responses"):

@@ -91,9 +91,7 @@ def test_an_abandoned_stream_counts_an_image_at_the_openai_bound(name):
 
     @agent(name=f"openai_image_abandoned_{name}")
     async def body(ctx: AgentContext) -> None:
-        stream = await _client(stub, azure).chat.completions.create(
-            **_image_question(stream=True)
-        )
+        stream = await _client(stub, azure).chat.completions.create(**_image_question(stream=True))
         async for _chunk in stream:
             break
         await stream.close()

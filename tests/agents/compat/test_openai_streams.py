@@ -261,7 +261,9 @@ def _two_choices(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
     base = {"id": "chatcmpl-n", "object": "chat.completion.chunk", "created": 0, "model": "m"}
 
     def chunk(*choices: dict[str, Any], usage: Any = None) -> bytes:
-        return f"data: {json.dumps({**base, 'choices': list(choices), 'usage': usage})}\n\n".encode()  # noqa: E501
+        return (
+            f"data: {json.dumps({**base, 'choices': list(choices), 'usage': usage})}\n\n".encode()
+        )
 
     frames = [
         chunk({"index": 0, "delta": {"role": "assistant", "content": "A"}}),

@@ -19,8 +19,6 @@ from tests.fakes.provider import ANTHROPIC_LIB, OPENAI_LIB
 _keys = itertools.count()
 
 
-
-
 def _rate(clock: SkippingClock) -> LLMRate:
     return LLMRate(requests_per_minute=1, key=f"compat-rate-{next(_keys)}", clock=clock)
 
@@ -58,7 +56,9 @@ def _anthropic_sync(rate: LLMRate) -> tuple[Any, Any, Callable[[Any, str], Any]]
 
     async def ask(c: Any, model: str) -> Any:
         ctx: AgentContext = ask.ctx  # type: ignore[attr-defined]
-        return await ctx.to_thread(lambda: c.messages.create(**{**anthropic_api.MSG, "model": model}))  # noqa: E501
+        return await ctx.to_thread(
+            lambda: c.messages.create(**{**anthropic_api.MSG, "model": model})
+        )
 
     return stub, client, ask
 

@@ -33,17 +33,30 @@ MODEL = "gpt-4o-mini"
 
 class Harm(BaseModel):
     harmful: bool
+
+
 TRIAGE = "You triage support tickets."
 
 
 def _message(text: str) -> dict[str, Any]:
-    return {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    return {
+        "type": "message",
+        "id": "msg_1",
+        "role": "assistant",
+        "status": "completed",
+        "content": [{"type": "output_text", "text": text, "annotations": []}],
+    }
 
 
 def _call(name: str, args: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "function_call", "id": f"fc_{name}", "call_id": f"call_{name}",
-            "name": name, "arguments": json.dumps(args), "status": "completed"}
+    return {
+        "type": "function_call",
+        "id": f"fc_{name}",
+        "call_id": f"call_{name}",
+        "name": name,
+        "arguments": json.dumps(args),
+        "status": "completed",
+    }
 
 
 def output_for(body: dict[str, Any]) -> dict[str, Any]:
@@ -62,12 +75,22 @@ def output_for(body: dict[str, Any]) -> dict[str, Any]:
 
 def response_for(body: dict[str, Any]) -> dict[str, Any]:
     return {
-        "id": "resp_1", "object": "response", "created_at": 0, "model": MODEL,
-        "status": "completed", "output": [output_for(body)], "parallel_tool_calls": False,
-        "tool_choice": "auto", "tools": [],
-        "usage": {"input_tokens": 9, "output_tokens": 2, "total_tokens": 11,
-                  "input_tokens_details": {"cached_tokens": 0},
-                  "output_tokens_details": {"reasoning_tokens": 0}},
+        "id": "resp_1",
+        "object": "response",
+        "created_at": 0,
+        "model": MODEL,
+        "status": "completed",
+        "output": [output_for(body)],
+        "parallel_tool_calls": False,
+        "tool_choice": "auto",
+        "tools": [],
+        "usage": {
+            "input_tokens": 9,
+            "output_tokens": 2,
+            "total_tokens": 11,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
     }
 
 
@@ -112,19 +135,21 @@ def journaled_client(url: str, folder: str | None = None, http: Any = None) -> A
     if http is None:
         hooks: dict[str, Any] = {}
         if folder is not None:
+
             async def before(request: Any) -> None:
                 arrive(folder)
+
             hooks = {"request": [before]}
         http = httpx2.AsyncClient(event_hooks=hooks, transport=_ToStandIn(url))
-    client = AsyncOpenAI(api_key="sk-test", base_url="https://api.openai.com/v1",
-                         http_client=http, max_retries=0)
+    client = AsyncOpenAI(
+        api_key="sk-test", base_url="https://api.openai.com/v1", http_client=http, max_retries=0
+    )
     agents.set_tracing_disabled(True)  # trace export would leave the journal (and the machine)
     use_journaled_client(client)
     return client
 
 
-async def run_triage(ctx: Any, folder: str, *, streamed: bool,
-                     instructions: str = TRIAGE) -> str:
+async def run_triage(ctx: Any, folder: str, *, streamed: bool, instructions: str = TRIAGE) -> str:
     """The recipe: a tool in a step, a handoff and an input guardrail, run or run_streamed."""
 
     def file(ticket: str) -> str:
@@ -138,28 +163,38 @@ async def run_triage(ctx: Any, folder: str, *, streamed: bool,
         result: str = await ctx.step("file_ticket", file, ticket)
         return result
 
-    guard_agent = Agent(name="guard", instructions="You guard the desk.", model=MODEL,
-                        output_type=Harm)
+    guard_agent = Agent(
+        name="guard", instructions="You guard the desk.", model=MODEL, output_type=Harm
+    )
 
     @input_guardrail(run_in_parallel=False)
     async def harmless(context: Any, agent: Any, text: Any) -> GuardrailFunctionOutput:
         verdict = await Runner.run(guard_agent, text, context=context.context)
-        return GuardrailFunctionOutput(output_info=verdict.final_output,
-                                       tripwire_triggered=verdict.final_output.harmful)
+        return GuardrailFunctionOutput(
+            output_info=verdict.final_output, tripwire_triggered=verdict.final_output.harmful
+        )
 
-    specialist = Agent(name="specialist", instructions="You file tickets.", model=MODEL,
-                       tools=[file_ticket])
-    triage = Agent(name="triage", instructions=instructions, model=MODEL,
-                   handoffs=[specialist], input_guardrails=[harmless])
+    specialist = Agent(
+        name="specialist", instructions="You file tickets.", model=MODEL, tools=[file_ticket]
+    )
+    triage = Agent(
+        name="triage",
+        instructions=instructions,
+        model=MODEL,
+        handoffs=[specialist],
+        input_guardrails=[harmless],
+    )
     config = RunConfig(tool_execution=ToolExecutionConfig(max_function_tool_concurrency=1))
     if streamed:
-        running = Runner.run_streamed(triage, "Printer on fire: T-42", run_config=config,
-                                      hooks=PyrulaRunHooks())
+        running = Runner.run_streamed(
+            triage, "Printer on fire: T-42", run_config=config, hooks=PyrulaRunHooks()
+        )
         async for _ in running.stream_events():
             pass
         return str(running.final_output)
-    result = await Runner.run(triage, "Printer on fire: T-42", run_config=config,
-                              hooks=PyrulaRunHooks())
+    result = await Runner.run(
+        triage, "Printer on fire: T-42", run_config=config, hooks=PyrulaRunHooks()
+    )
     return str(result.final_output)
 
 

@@ -25,8 +25,11 @@ from tests.agents.integrations.support import arrive, effect
 OPENAI_MODEL = "gpt-4o-mini"
 ANTHROPIC_MODEL = "claude-haiku-4-5"
 # What the model asks for, turn by turn: (tool name, arguments).
-TURNS = [("lookup", {"ticket": "T-42"}), ("notify", {"ticket": "T-42"}),
-         ("final_result", {"severity": "high", "owner": "ops"})]
+TURNS = [
+    ("lookup", {"ticket": "T-42"}),
+    ("notify", {"ticket": "T-42"}),
+    ("final_result", {"severity": "high", "owner": "ops"}),
+]
 
 
 class Verdict(BaseModel):
@@ -47,12 +50,23 @@ def _turn(body: dict[str, Any]) -> int:
 
 def openai_turn(body: dict[str, Any]) -> dict[str, Any]:
     name, args = TURNS[_turn(body)]
-    call = {"id": f"call_{name}", "type": "function",
-            "function": {"name": name, "arguments": json.dumps(args)}}
+    call = {
+        "id": f"call_{name}",
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(args)},
+    }
     return {
-        "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": OPENAI_MODEL,
-        "choices": [{"index": 0, "finish_reason": "tool_calls",
-                     "message": {"role": "assistant", "content": None, "tool_calls": [call]}}],
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 0,
+        "model": OPENAI_MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "finish_reason": "tool_calls",
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+            }
+        ],
         "usage": {"prompt_tokens": 9, "completion_tokens": 2, "total_tokens": 11},
     }
 
@@ -60,9 +74,13 @@ def openai_turn(body: dict[str, Any]) -> dict[str, Any]:
 def anthropic_turn(body: dict[str, Any]) -> dict[str, Any]:
     name, args = TURNS[_turn(body)]
     return {
-        "id": "msg_1", "type": "message", "role": "assistant", "model": ANTHROPIC_MODEL,
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": ANTHROPIC_MODEL,
         "content": [{"type": "tool_use", "id": f"toolu_{name}", "name": name, "input": args}],
-        "stop_reason": "tool_use", "stop_sequence": None,
+        "stop_reason": "tool_use",
+        "stop_sequence": None,
         "usage": {"input_tokens": 9, "output_tokens": 2},
     }
 
@@ -77,11 +95,21 @@ def anthropic_stream(message: dict[str, Any]) -> list[bytes]:
     frames = [
         named("message_start", {"message": {**message, "content": [], "stop_reason": None}}),
         named("content_block_start", {"index": 0, "content_block": {**block, "input": {}}}),
-        named("content_block_delta", {"index": 0, "delta": {
-            "type": "input_json_delta", "partial_json": json.dumps(block["input"])}}),
+        named(
+            "content_block_delta",
+            {
+                "index": 0,
+                "delta": {"type": "input_json_delta", "partial_json": json.dumps(block["input"])},
+            },
+        ),
         named("content_block_stop", {"index": 0}),
-        named("message_delta", {"delta": {"stop_reason": message["stop_reason"],
-                                          "stop_sequence": None}, "usage": {"output_tokens": 2}}),
+        named(
+            "message_delta",
+            {
+                "delta": {"stop_reason": message["stop_reason"], "stop_sequence": None},
+                "usage": {"output_tokens": 2},
+            },
+        ),
         named("message_stop", {}),
     ]
     return frames
@@ -99,30 +127,36 @@ def frames_for(provider: str, body: dict[str, Any]) -> tuple[dict[str, str], lis
     return {"content-type": "application/json"}, [json.dumps(reply).encode()]
 
 
-def model_for(provider: str, base_url: str, *, hook_folder: str | None = None,
-              http_client: Any = None) -> Any:
+def model_for(
+    provider: str, base_url: str, *, hook_folder: str | None = None, http_client: Any = None
+) -> Any:
     """A Pydantic AI model of `provider` sending to `base_url`; `hook_folder` makes each request
     an `arrive` boundary."""
     if http_client is None:
         hooks: dict[str, Any] = {}
         if hook_folder is not None:
+
             async def before(request: Any) -> None:
                 arrive(hook_folder)
+
             hooks = {"request": [before]}
         http_client = httpx2.AsyncClient(event_hooks=hooks)
     if provider == "openai":
-        client = openai.AsyncOpenAI(api_key="sk-test", base_url=f"{base_url}/v1",
-                                    http_client=http_client, max_retries=0)
+        client = openai.AsyncOpenAI(
+            api_key="sk-test", base_url=f"{base_url}/v1", http_client=http_client, max_retries=0
+        )
         return OpenAIChatModel(OPENAI_MODEL, provider=OpenAIProvider(openai_client=client))
-    sdk = anthropic.AsyncAnthropic(api_key="sk-test", base_url=base_url,
-                                   http_client=http_client, max_retries=0)
+    sdk = anthropic.AsyncAnthropic(
+        api_key="sk-test", base_url=base_url, http_client=http_client, max_retries=0
+    )
     return AnthropicModel(ANTHROPIC_MODEL, provider=AnthropicProvider(anthropic_client=sdk))
 
 
 def triage_agent(model: Any, folder: str, **durability: Any) -> Agent[None, Verdict]:
     """The agent under test: two function tools (one with an effect) and a structured output."""
-    agent = Agent(model, name="triage", output_type=Verdict,
-                  capabilities=[PyrulaDurability(**durability)])
+    agent = Agent(
+        model, name="triage", output_type=Verdict, capabilities=[PyrulaDurability(**durability)]
+    )
 
     @agent.tool_plain
     def lookup(ticket: str) -> str:

@@ -90,8 +90,9 @@ def test_a_changed_instruction_on_resume_raises_replay_input_changed(tmp_path):
     @workflow(name="oa_changed")
     async def body(ctx: Any) -> str:
         journaled_client("http://openai.test", http=upstream.http_client(is_async=True))
-        answer = await run_triage(ctx, str(tmp_path), streamed=False,
-                                  instructions=next(instructions))
+        answer = await run_triage(
+            ctx, str(tmp_path), streamed=False, instructions=next(instructions)
+        )
         if ctx.attempt == 1:
             raise RuntimeError("fail once, to resume")
         return answer
@@ -136,8 +137,9 @@ def test_the_hooks_warn_inside_a_run_about_what_is_not_journaled(tmp_path):
         agents.set_trace_processors([])  # traces are made, and exported nowhere
         agents.set_tracing_disabled(False)
         try:
-            desk = Agent(name="desk", instructions="You guard the desk.", model=MODEL,
-                         tools=[refund])
+            desk = Agent(
+                name="desk", instructions="You guard the desk.", model=MODEL, tools=[refund]
+            )
             with warnings.catch_warnings(record=True) as seen:
                 warnings.simplefilter("always")
                 result = await Runner.run(desk, "hi", hooks=PyrulaRunHooks())

@@ -140,7 +140,7 @@ def test_a_resumed_run_replays_the_agent_without_calling_the_provider_or_the_too
     assert record.result == VERDICT
     assert len(upstream.calls) == len(TURNS)  # nothing sent again
     assert _effects(tmp_path) == ["notified T-42"]  # the tool's effect once
-    assert tool_call_ids[len(live_ids):] == live_ids  # ctx.tool_call_id stable across a resume
+    assert tool_call_ids[len(live_ids) :] == live_ids  # ctx.tool_call_id stable across a resume
 
 
 def test_a_changed_prompt_on_resume_raises_replay_input_changed(tmp_path):
@@ -321,8 +321,10 @@ def test_outside_a_run_the_agent_is_unchanged(tmp_path):
 def test_run_stream_and_the_event_handler_are_served_whole_and_replayed(tmp_path):
     def reply(request: Any) -> tuple[int, dict[str, str], list[bytes]]:
         usage = {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}
-        return 200, {"content-type": "text/event-stream"}, chat_chunks(
-            ["Pong ", "from ", "the stream"], role=True, usage=usage
+        return (
+            200,
+            {"content-type": "text/event-stream"},
+            chat_chunks(["Pong ", "from ", "the stream"], role=True, usage=usage),
         )
 
     upstream = Upstream(httpx2, reply)
@@ -415,9 +417,7 @@ def test_below_io_a_failed_tool_keeps_only_its_type_and_replays_as_itself(tmp_pa
 
     @workflow(name="pai_metadata_failure")
     async def body(ctx: Any) -> str:
-        pai = Agent(
-            _model("openai", upstream), name="triage", capabilities=[PyrulaDurability()]
-        )
+        pai = Agent(_model("openai", upstream), name="triage", capabilities=[PyrulaDurability()])
 
         @pai.tool_plain
         def lookup(ticket: str) -> str:

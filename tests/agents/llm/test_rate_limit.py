@@ -19,8 +19,6 @@ from tests.fakes.clock import SkippingClock
 _keys = itertools.count()
 
 
-
-
 def test_each_client_queues_under_its_providers_default_key():
     assert GeminiLLM.rate_key == GEMINI and BedrockLLM.rate_key == BEDROCK
     assert (OpenAILLM.rate_key, AnthropicLLM.rate_key) == ("openai", "anthropic")

@@ -83,8 +83,6 @@ class Setup:
         ]
 
 
-
-
 class WorkerProcess:
     """`pyrula worker --import tests.agents.mcp.worker_app` (or `pyrula mcp worker --import
     tests.agents.mcp.tools_app:tools`), its stderr in a file."""
