@@ -10,13 +10,15 @@ and decodes the reply; the providers' modules fill in those two halves.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import httpx2
 
+from pyrula.agents.llm.loop_end import at_loop_end
 from pyrula.agents.llm.messages import (
     Delta,
     Message,
@@ -119,6 +121,7 @@ class LLM:
         self._timeout = timeout
         self._inner = transport
         self._clients: dict[int, httpx2.AsyncClient] = {}
+        self._closing: AsyncIterator[None] | None = None  # closes the current client (`_client`)
         self.rate_limit = rate_limit
 
     def __repr__(self) -> str:
@@ -196,14 +199,23 @@ class LLM:
     # -- one turn -----------------------------------------------------------------------------
 
     def _client(self) -> httpx2.AsyncClient:
-        # One client per event loop: an httpx2 pool is bound to the loop that opened it.
+        # One client per event loop: an httpx2 pool is bound to the loop that opened it. One
+        # whose transport is its own is closed as its loop ends (a caller's is theirs to close).
         loop = id(asyncio.get_running_loop())
         client = self._clients.get(loop)
         if client is None:
             transport = AsyncHttpx2Transport(self._inner)
             client = httpx2.AsyncClient(transport=transport, timeout=self._timeout)
             self._clients = {loop: client}
+            if self._inner is None:
+                self._closing = at_loop_end(functools.partial(self._close, loop, client))
         return client
+
+    async def _close(self, loop: int, client: httpx2.AsyncClient) -> None:
+        if self._clients.get(loop) is client:
+            del self._clients[loop]
+        if not client.is_closed:  # `aclose()` may have closed it first
+            await client.aclose()
 
     async def complete(
         self,

@@ -133,3 +133,23 @@ def test_a_provider_error_is_journaled_and_a_resume_raises_it_again_without_aski
     assert record.status == "failed" and record.attempt == 2
     assert "bad model" in record.error["message"]
     assert len(stand_in.calls) == 1
+
+
+def test_a_client_closes_its_connections_as_each_asyncio_run_ends():
+    """Two `asyncio.run`s in one process (a notebook, a worker loop then another): each loop's
+    connection to the provider is closed as that loop ends, none left to the collector."""
+    import gc
+    import warnings
+
+    from tests.fakes.server import Server, serving
+
+    with Server(serving(upstream("openai", [text("one"), text("two")]).reply)) as server:
+        model = model_for("openai", base_url=server.url)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", ResourceWarning)
+            for question in ("First?", "Second?"):
+                reply = asyncio.run(model.complete([Message.user(question)]))
+                assert reply.text.strip()
+            del model
+            gc.collect()
+    assert [w for w in caught if issubclass(w.category, ResourceWarning)] == []
