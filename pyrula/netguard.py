@@ -33,6 +33,9 @@ def _blocked_transport(name: str) -> Callable[..., Any]:
     def handle(self: Any, request: Any) -> Any:
         host = request.url.host
         if not _allowed_host(host):
+            # NetworkBlocked is no OSError, so `socket.create_connection` and its kind would
+            # not close the socket they made: a blocked one is closed here, useless as it is.
+            self.close()
             raise NetworkBlocked(
                 f"{request.method} {request.url.copy_with(query=None)} would go to the network "
                 f"while a replay-only cassette is active{_FIX}"
@@ -46,6 +49,9 @@ def _blocked_connect(self: socket.socket, address: Any) -> Any:
     if self.family in (socket.AF_INET, socket.AF_INET6):
         host = str(address[0]) if isinstance(address, tuple) else str(address)
         if not _allowed_host(host):
+            # NetworkBlocked is no OSError, so `socket.create_connection` and its kind would
+            # not close the socket they made: a blocked one is closed here, useless as it is.
+            self.close()
             raise NetworkBlocked(
                 f"a socket connect to {host} was blocked while a replay-only cassette is active"
                 f"{_FIX}"

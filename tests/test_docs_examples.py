@@ -289,9 +289,8 @@ class Host:
         return Done(answer["status"], out.read_text(), err.read_text())
 
     def close(self) -> None:
-        assert self.process.stdin is not None
-        self.process.stdin.close()
-        self.process.wait(timeout=30)
+        with self.process:  # closes its pipes (stdin first: the host ends), then waits
+            pass
 
 
 @pytest.fixture(scope="module")

@@ -73,7 +73,8 @@ def test_recording_past_a_case_s_budget_is_refused_and_each_case_s_spend_is_list
             "total: $0.0060 in 3 live calls, 2 cases",
         ]
     )
-    assert "test_over:" not in result.stdout.str().split("pyrula live spend")[1]
+    listed = result.stdout.str().split("pyrula live spend")[1].split("\ntotal: ")[0]
+    assert "test_over:" not in listed
     assert "test_no_model_calls" not in result.stdout.str()
 
 
