@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import NamedTuple, Protocol
 
 from pyrula.errors import PayloadTooLarge, RecordRefused
 from pyrula.fingerprints import Canonical, RequestParts, cached_or_sent, canonicalize
 from pyrula.journal.recorder import Reply
+from pyrula.transport.current import Current
 from pyrula.transport.framing import (
     Completion,
     Decoder,
@@ -135,26 +135,19 @@ class Session(Protocol):
     def plan(self, parts: RequestParts, canonical: Canonical, *, blocking: bool) -> Plan: ...
 
 
-_current: ContextVar[Session | None] = ContextVar("pyrula_session", default=None)
-# Threads started without the caller's context still see the innermost active session.
-_process_stack: list[Session] = []
-
-
-def current_session() -> Session | None:
-    return _current.get() or (_process_stack[-1] if _process_stack else None)
+# The session deciding a request made here (threads without the caller's context see the
+# innermost one pushed).
+_sessions: Current[Session] = Current("pyrula_session")
+current_session = _sessions.get  # once per request: the bound method, no wrapper around it
 
 
 def push_session(session: Session, *, process_wide: bool = True) -> object:
     """Make `session` current; `process_wide` also lets context-less threads find it."""
-    if process_wide:
-        _process_stack.append(session)
-    return _current.set(session)
+    return _sessions.push(session, process_wide=process_wide)
 
 
 def pop_session(session: Session, token: object) -> None:
-    _current.reset(token)  # type: ignore[arg-type]
-    if session in _process_stack:
-        _process_stack.remove(session)
+    _sessions.pop(session, token)
 
 
 class Recording:

@@ -9,11 +9,11 @@ budget (`pyrula.runtime.live_budget`) is the gate; the transports call `gated` a
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from typing import Protocol
 
 from pyrula.fingerprints import Canonical
 from pyrula.transport.core import Live, Sink, _Both
+from pyrula.transport.current import Current
 
 __all__ = ["Gate", "Metered", "current_gate", "gated", "pop_gate", "push_gate", "unsent"]
 
@@ -32,25 +32,18 @@ class Gate(Protocol):
     def admit(self, body: bytes, canonical: Canonical) -> Metered | None: ...
 
 
-_current: ContextVar[Gate | None] = ContextVar("pyrula_gate", default=None)
-# As the sessions' process stack: threads started without the caller's context see it too.
-_process_stack: list[Gate] = []
-
-
-def current_gate() -> Gate | None:
-    return _current.get() or (_process_stack[-1] if _process_stack else None)
+# As the sessions are (`core`): threads started without the caller's context see it too.
+_gates: Current[Gate] = Current("pyrula_gate")
+current_gate = _gates.get
 
 
 def push_gate(gate: Gate) -> object:
     """Make `gate` current here (and for threads without a context) until `pop_gate`."""
-    _process_stack.append(gate)
-    return _current.set(gate)
+    return _gates.push(gate)
 
 
 def pop_gate(gate: Gate, token: object) -> None:
-    _current.reset(token)  # type: ignore[arg-type]
-    if gate in _process_stack:
-        _process_stack.remove(gate)
+    _gates.pop(gate, token)
 
 
 def gated(plan: Live, body: bytes, canonical: Canonical) -> Live:
