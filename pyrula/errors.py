@@ -10,6 +10,7 @@
     │   │   ├── StoreFormatError
     │   │   ├── RestoreRefused           an exported exchange cannot be written back
     │   │   └── StoreUnavailable         the PostgreSQL server stayed unreachable past the retries
+    │   │       └── StatementTimeout     a statement waited on the server past statement_timeout
     │   │   └── CassetteFileError        a text cassette file cannot be read
     │   ├── PayloadTooLarge
     │   ├── StreamFormatError
@@ -416,6 +417,14 @@ class StoreUnavailable(StoreError):
     """A PostgreSQL store's server could not be reached, or the connection kept dropping, for
     longer than the retry window (`PYRULA_PG_RETRY_SECONDS`). Nothing half-written was kept:
     each fact commits whole or not at all."""
+
+
+class StatementTimeout(StoreUnavailable):
+    """The server cancelled a statement of a PostgreSQL store that waited past its
+    `statement_timeout` (`PYRULA_PG_STATEMENT_SECONDS`, default 60): behind a lock or a table
+    another session held, or on a server too busy to answer. Nothing of the write was kept (its
+    transaction is rolled back whole), and it is not retried: the caller is told. A worker
+    leaves the run to be resumed, as for any `StoreUnavailable`."""
 
 
 class UIConfigError(PyrulaError):

@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pyrula.errors import StoreError
+from pyrula.errors import StatementTimeout, StoreError
 from pyrula.journal.pg_schema import table
 from pyrula.journal.pg_sql import SCAN_BATCH, SQL, fenced_sql
 from pyrula.journal.store_base import Fence, Txn, prefix_end
@@ -40,31 +40,61 @@ def retry_seconds() -> float:
 
 
 IDLE_SETTING = "idle_in_transaction_session_timeout"
+STATEMENT_SETTING = "statement_timeout"
+# Each session setting the store's own sessions carry: its variable, and its default in seconds.
+SETTINGS = {
+    IDLE_SETTING: ("PYRULA_PG_IDLE_IN_TRANSACTION_SECONDS", "5"),
+    STATEMENT_SETTING: ("PYRULA_PG_STATEMENT_SECONDS", "60"),
+}
+
+
+def setting_seconds(setting: str) -> float:
+    """The seconds the store's sessions set `setting` to (its variable, or its default); 0 or
+    less leaves the server's."""
+    variable, default = SETTINGS[setting]
+    value = os.environ.get(variable, default)
+    try:
+        return float(value)
+    except ValueError:
+        raise StoreError(f"{variable}={value!r} is not a number of seconds") from None
 
 
 def session_options(url: str) -> dict[str, str]:
     """The connection options of the store's own sessions: the URL's `options`, plus
-    `idle_in_transaction_session_timeout` of `PYRULA_PG_IDLE_IN_TRANSACTION_SECONDS` (default 5;
-    0 leaves the server's setting) unless the URL sets it. A session cut off in the middle of a
-    transaction then holds its locks that long, not until TCP keepalive notices (hours)."""
+    `idle_in_transaction_session_timeout` of `PYRULA_PG_IDLE_IN_TRANSACTION_SECONDS` (default 5)
+    and `statement_timeout` of `PYRULA_PG_STATEMENT_SECONDS` (default 60), each unless the URL
+    sets it (0 leaves the server's setting). A session cut off in the middle of a transaction
+    then holds its locks that long, not until TCP keepalive notices (hours); a statement that
+    waits on the server longer (behind a lock someone holds) is cancelled (`timed_out`)."""
     from psycopg.conninfo import conninfo_to_dict
 
-    value = os.environ.get("PYRULA_PG_IDLE_IN_TRANSACTION_SECONDS", "5")
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise StoreError(
-            f"PYRULA_PG_IDLE_IN_TRANSACTION_SECONDS={value!r} is not a number of seconds"
-        ) from None
     options = str(conninfo_to_dict(url).get("options") or "")
-    if seconds <= 0 or IDLE_SETTING in options:
+    more = [
+        f"-c {setting}={max(round(seconds * 1000), 1)}"
+        for setting in SETTINGS
+        if (seconds := setting_seconds(setting)) > 0 and setting not in options
+    ]
+    if not more:
         return {}
-    return {"options": f"{options} -c {IDLE_SETTING}={max(round(seconds * 1000), 1)}".strip()}
+    return {"options": " ".join([options, *more]).strip()}
+
+
+def timed_out(location: str, exc: BaseException) -> StatementTimeout:
+    """What a statement the server cancelled (`statement_timeout`) becomes for the caller."""
+    return StatementTimeout(
+        f"a statement on {location} waited on the server past its statement_timeout and was "
+        f"cancelled ({str(exc).strip()}); nothing of it was kept (a write is rolled back whole). "
+        "Something held a lock or a table it needed (see pg_locks and pg_stat_activity); raise "
+        "PYRULA_PG_STATEMENT_SECONDS (default 60; 0 leaves the server's statement_timeout) or "
+        "set it in the URL (options=-cstatement_timeout%3D120s), and retry"
+    )
 
 
 class Server(Protocol):
     """What a transaction asks of its store (`postgres.PostgresStore`, which builds on this
     module): a fresh connection for a lost one, and reads of its own."""
+
+    location: str
 
     def reconnect(self, conn: Any, exc: BaseException, deadline: float, delay: float) -> Any: ...
 
@@ -126,6 +156,8 @@ class PgTxn:
         while True:
             try:
                 return self.cur.execute(sql, params)
+            except psycopg.errors.QueryCanceled as exc:  # not a lost connection: not repeated
+                raise timed_out(self.store.location, exc) from exc
             except psycopg.OperationalError as exc:
                 self.conn = self.store.reconnect(self.conn, exc, deadline, delay)
                 self.cur = self.conn.cursor(binary=True)

@@ -17,7 +17,9 @@ the write is neither lost nor applied twice. Before that read, the lost session'
 process is ended (it may not have noticed the loss, its batch still waiting for a lock), so it
 cannot commit after the read. The store's sessions set
 `idle_in_transaction_session_timeout` (`pg_txn.session_options`), so a host cut off in the middle
-of a transaction holds its locks for seconds, not hours.
+of a transaction holds its locks for seconds, not hours, and `statement_timeout`: a statement
+that waits on the server past it (behind a lock held elsewhere) is cancelled, its write rolled
+back whole, and the caller gets `StatementTimeout` rather than a retry.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from pyrula.errors import (
 )
 from pyrula.journal.pg_schema import MAGIC, MIGRATIONS, SCHEMA_VERSION, table
 from pyrula.journal.pg_sql import SCAN_BATCH, WRITE_LOCK, begin_write
-from pyrula.journal.pg_txn import PgTxn, retry_seconds, session_options
+from pyrula.journal.pg_txn import PgTxn, retry_seconds, session_options, timed_out
 from pyrula.journal.store_base import (
     DATABASES,
     Location,
@@ -179,6 +181,9 @@ class PostgresStore(Store):
     def _migrate(self, conn: Any) -> int:
         """Apply every migration past the database's schema, in one transaction."""
         with conn.transaction():
+            # A migration may wait for every writer to finish and rebuild a large table: not
+            # bounded by the store's statement_timeout (for this transaction only).
+            conn.execute("SET LOCAL statement_timeout = 0")
             conn.execute(f"SELECT {WRITE_LOCK}")
             conn.execute(MIGRATIONS[0][0])  # pyrula_meta, so the version can be read
             found = conn.execute("SELECT v FROM pyrula_meta WHERE k = 'schema'::bytea").fetchone()
@@ -271,6 +276,11 @@ class PostgresStore(Store):
                                 txn.send()
                                 txn.cur.execute("COMMIT")
                             done = True
+                    except psycopg.errors.QueryCanceled as exc:
+                        # Its statement_timeout: the transaction was aborted by the server,
+                        # nothing of it kept; the caller is told, not left to wait again.
+                        _rollback(conn)
+                        raise timed_out(self.location, exc) from exc
                     except self.retryable:
                         raise
                     except BaseException:
@@ -321,6 +331,7 @@ class PostgresStore(Store):
                 "WHERE pid = %s AND backend_start = %s",
                 (_TERMINATE_WAIT_MS, pid, started),
                 deadline,
+                unbounded=True,
             )
 
     def _committed(self, token: bytes, deadline: float) -> bool:
@@ -328,14 +339,22 @@ class PostgresStore(Store):
         rows = self._ask("SELECT 1 FROM pyrula_commits WHERE token = %b", (token,), deadline)
         return bool(rows)
 
-    def _ask(self, sql: str, params: tuple[Any, ...], deadline: float) -> list[Any] | None:
+    def _ask(
+        self, sql: str, params: tuple[Any, ...], deadline: float, *, unbounded: bool = False
+    ) -> list[Any] | None:
         """The rows of one statement on a fresh connection, retried with backoff while the
-        server is unreachable; None once the deadline has passed."""
+        server is unreachable; None once the deadline has passed. `unbounded`: a deliberate
+        wait (for a process to exit), not cut short by the store's statement_timeout."""
         delay = 0.05
         while True:
             try:
                 with self.pool.connection() as conn:
-                    rows: list[Any] = conn.execute(sql, params).fetchall()
+                    if not unbounded:
+                        rows: list[Any] = conn.execute(sql, params).fetchall()
+                        return rows
+                    with conn.transaction():
+                        conn.execute("SET LOCAL statement_timeout = 0")
+                        rows = conn.execute(sql, params).fetchall()
                     return rows
             except psycopg.OperationalError:
                 if time.monotonic() + delay > deadline:
@@ -348,8 +367,11 @@ class PostgresStore(Store):
         with self._lock:
             self._writes += 1
             due = self._writes % 1000 == 0
-        if due:
-            conn.execute(f"DELETE FROM pyrula_commits WHERE at < now() - interval '{_TOKEN_TTL}'")
+        if due:  # past the commit: a sweep cut short by statement_timeout is left to the next
+            with contextlib.suppress(psycopg.errors.QueryCanceled):
+                conn.execute(
+                    f"DELETE FROM pyrula_commits WHERE at < now() - interval '{_TOKEN_TTL}'"
+                )
 
     @contextmanager
     def read(self) -> Iterator[PgTxn]:  # type: ignore[override]
@@ -373,11 +395,11 @@ class PostgresStore(Store):
     def reconnect(self, conn: Any, exc: BaseException, deadline: float, delay: float) -> Any:
         """Give back a connection that failed a read and take another, after `delay`; raise
         `StoreUnavailable` past the deadline."""
-        self.pool.putconn(conn)
-        if time.monotonic() + delay > deadline:
+        if time.monotonic() + delay > deadline:  # `conn` is then given back by `read`
             raise StoreUnavailable(
                 f"{self.location} stayed unreachable ({exc}); start the server and retry"
             ) from exc
+        self.pool.putconn(conn)
         time.sleep(delay)
         return self.pool.getconn()
 
