@@ -231,6 +231,8 @@ _STACK_FREE = [
     "tests/inspection",
     "tests/runtime/test_hosts.py",
     "tests/runtime/test_async_runs.py",
+    "tests/runtime/test_purging.py",
+    "tests/journal/test_pg_plans.py",
     "tests/journal/test_postgres.py",
     "tests/journal/test_damage.py",
     "tests/test_pytest_cassettes.py",

@@ -376,19 +376,19 @@ class Exchanges:
     def delete(self, keys: Iterable[bytes]) -> int:
         """Remove records (their frames too); return how many existed."""
         keys = list(keys)
+        return self.store.write(lambda txn: self.delete_in(txn, keys))
 
-        def write(txn: Txn) -> int:
-            removed = 0
-            for key in keys:
-                old = txn.get(key, db=self._db)
-                if old is None:
-                    continue
-                self._delete_pages(txn, _readable(old))
-                txn.delete(key, db=self._db)
-                removed += 1
-            return removed
-
-        return self.store.write(write)
+    def delete_in(self, txn: Txn, keys: Iterable[bytes]) -> int:
+        """`delete` inside `txn` (a purge's, scoped to the run whose exchanges these are)."""
+        removed = 0
+        for key in keys:
+            old = txn.get(key, db=self._db)
+            if old is None:
+                continue
+            self._delete_pages(txn, _readable(old))
+            txn.delete(key, db=self._db)
+            removed += 1
+        return removed
 
     def scan(
         self, prefix: bytes = b"", *, after: bytes | None = None

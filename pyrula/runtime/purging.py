@@ -5,18 +5,26 @@ store side of retention.
 children) is `pyrula.runtime.retention`, which calls only these methods and so works on any
 store that has them.
 
-A run's facts go first, a bounded batch per transaction (its exchanges, events and withheld
-values), and its record last, so a purge cut short (a crash, a full disk) leaves the run findable
-and the next purge finishes it. Every transaction checks again that the run has ended: a run that
-is running, parked or queued is never touched.
+A run is deleted in write transactions of at most `batch` keys each: its model calls' exchanges
+(with their frame pages), then its events and withheld values, and, in the transaction that
+finds none of them left, its record, queue entry, lease and cancel flags. A run smaller than a
+batch goes in one transaction. Its record goes last, so a purge cut short (a crash, a full disk)
+leaves the run findable and the next purge finishes it. Every transaction checks again that the
+run has ended: a run that is running, parked or queued (resumed meanwhile) is never touched.
+
+Each transaction is scoped (`Store.write(scope=...)`) to the run and to its idempotency key
+(`token_scope`), the only keys it touches: on PostgreSQL it then excludes only that run's writes
+and a submission under that key, never a claim or another run's write (docs/scaling.md,
+"Retention at scale"). Expiring tokens is batched the same way, each batch scoped to its keys.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Iterator
 from typing import Any
 
 from pyrula.journal.exchanges import Exchanges
@@ -25,8 +33,15 @@ from pyrula.journal.store import Store, Txn
 from pyrula.runtime.leases import lease_key
 from pyrula.runtime.records import TERMINAL, RunRecord, dump_json
 
-# Keys deleted per write transaction: a purge never holds the store's writer for long.
+# Keys deleted per write transaction: a purge never holds a run's writers for long.
 PURGE_BATCH = 500
+# What one purge transaction found: the run is gone now, more of it is left, or it has not ended.
+_GONE, _MORE, _LIVE = "gone", "more", "live"
+
+
+def token_scope(key: str) -> str:
+    """The write scope of the idempotency token `key` (a submission under it, its purge)."""
+    return f"token:{key}"
 
 
 class RunPurging:
@@ -54,67 +69,66 @@ class RunPurging:
         """Delete everything of an ended run: its model calls' exchanges, events, withheld
         values, queue entry, lease and cancel flags and record. Its idempotency token stays
         until its own TTL, marked purged, so a late resubmission still attaches instead of
-        running the work again. False (nothing deleted) when the run is missing or not ended."""
-        if not self._ended(run_id):
+        running the work again. False (nothing more deleted) when the run is missing or not
+        ended, or is resumed before the purge is through."""
+        with self.store.read() as txn:
+            raw = txn.get(run_id.encode(), db=self._runs)
+        if raw is None or (run := json.loads(bytes(raw)))["status"] not in TERMINAL:
             return False
-        exchanges = Exchanges(self.store)
-        while True:
-            found = self.store.iter_prefix(self.store.exchanges_db, run_prefix(run_id))
-            keys = [key for key, _ in itertools.islice(found, batch)]
-            if not keys:
-                break
-            if not self._ended(run_id):  # resumed meanwhile: stop before its journal goes
-                return False
-            exchanges.delete(keys)
-        prefix = run_id.encode() + b"\x00"
-        for db in (self._events, self._withheld):
-            while self.store.write(_bound(self._delete_batch, db, prefix, batch), scope=(run_id,)):
-                pass
-        return bool(self.store.write(lambda txn: self._delete_record(txn, run_id)))
+        token = run.get("token")
+        scope = (run_id,) if token is None else (run_id, token_scope(token))
+        write = functools.partial(self._purge_batch, Exchanges(self.store), run_id, batch)
+        while (step := self.store.write(write, scope=scope)) == _MORE:
+            pass
+        return step == _GONE
 
     def expire_tokens(self, now: float | None = None, *, batch: int = PURGE_BATCH) -> int:
-        """Delete idempotency tokens past their TTL; returns how many went."""
+        """Delete idempotency tokens past their TTL; returns how many went. One pass over the
+        tokens (read without a lock), each batch of expired ones deleted in a write scoped to
+        their keys that checks each again."""
         moment = time.time() if now is None else now
         removed = 0
+        after: bytes | None = None
         while True:
-
-            def write(txn: Txn) -> int:
-                dead = [
-                    key
-                    for key, value in txn.scan(self._tokens)
-                    if json.loads(value)["expires"] <= moment
-                ][:batch]
-                for key in dead:
-                    txn.delete(key, db=self._tokens)
-                return len(dead)
-
-            gone = self.store.write(write)
-            removed += gone
-            if gone < batch:
+            dead, after = self._expired(moment, after, batch)
+            if dead:
+                scope = [token_scope(key.decode()) for key in dead]
+                removed += self.store.write(
+                    functools.partial(self._expire_in, dead, moment), scope=scope
+                )
+            if after is None:
                 return removed
 
     # -- inside one transaction -------------------------------------------------------------
 
-    def _ended(self, run_id: str) -> bool:
-        with self.store.read() as txn:
-            raw = txn.get(run_id.encode(), db=self._runs)
-        return raw is not None and json.loads(bytes(raw))["status"] in TERMINAL
+    def _purge_batch(self, exchanges: Exchanges, run_id: str, batch: int, txn: Txn) -> str:
+        """Delete up to `batch` keys of an ended run, its record once nothing else is left."""
+        raw = txn.get(run_id.encode(), db=self._runs)
+        if raw is None or json.loads(bytes(raw))["status"] not in TERMINAL:
+            return _LIVE  # resumed (or purged by another) meanwhile: nothing more is touched
+        left = batch
+        prefix = run_id.encode() + b"\x00"
+        for db, under in (
+            (self.store.exchanges_db, run_prefix(run_id)),
+            (self._events, prefix),
+            (self._withheld, prefix),
+        ):
+            if db is None:
+                continue
+            keys = [bytes(key) for key, _ in itertools.islice(txn.scan(db, under), left)]
+            if db is self.store.exchanges_db:
+                exchanges.delete_in(txn, keys)
+            else:
+                for key in keys:
+                    txn.delete(key, db=db)
+            left -= len(keys)
+            if left <= 0:
+                return _MORE
+        self._delete_record(txn, run_id, RunRecord.from_json(json.loads(bytes(raw))))
+        return _GONE
 
-    def _delete_batch(self, txn: Txn, db: Any, prefix: bytes, batch: int) -> int:
-        """Delete up to `batch` keys under `prefix` (if the run has still ended); returns how
-        many, so the caller goes on until none is left."""
-        if db is None or not self._ended_in(txn, prefix[:-1].decode()):
-            return 0
-        keys = [key for key, _ in itertools.islice(txn.scan(db, prefix), batch)]
-        for key in keys:
-            txn.delete(key, db=db)
-        return len(keys)
-
-    def _delete_record(self, txn: Txn, run_id: str) -> bool:
-        if not self._ended_in(txn, run_id):
-            return False
+    def _delete_record(self, txn: Txn, run_id: str, run: RunRecord) -> None:
         key = run_id.encode()
-        run = RunRecord.from_json(json.loads(bytes(txn.get(key, db=self._runs) or b"{}")))
         txn.delete(key, db=self._queue)
         txn.delete(lease_key(run_id), db=self._flags)
         txn.delete(b"cancel:" + key, db=self._flags)
@@ -124,11 +138,36 @@ class RunPurging:
             if token is not None and token["run_id"] == run_id:
                 token["purged"] = {"status": run.status, "name": run.name, "at": time.time()}
                 txn.put(run.token.encode(), dump_json(token), db=self._tokens)
-        return bool(txn.delete(key, db=self._runs))
+        txn.delete(key, db=self._runs)
 
-    def _ended_in(self, txn: Txn, run_id: str) -> bool:
-        raw = txn.get(run_id.encode(), db=self._runs)
-        return raw is not None and json.loads(bytes(raw))["status"] in TERMINAL
+    def _expired(
+        self, moment: float, after: bytes | None, batch: int
+    ) -> tuple[list[bytes], bytes | None]:
+        """Up to `batch` keys of tokens expired at `moment`, past `after`, and where the next
+        look starts (None: the table's end was reached)."""
+        found: Iterator[tuple[bytes, bytes]] = self.store.iter_prefix(
+            self._tokens, b"", after=after
+        )
+        dead: list[bytes] = []
+        try:
+            for key, value in found:
+                if json.loads(value)["expires"] <= moment:
+                    dead.append(bytes(key))
+                    if len(dead) >= batch:
+                        return dead, dead[-1]
+        finally:
+            close = getattr(found, "close", None)
+            if close is not None:
+                close()  # LMDB: its read transaction ends before the write begins
+        return dead, None
+
+    def _expire_in(self, keys: list[bytes], moment: float, txn: Txn) -> int:
+        removed = 0
+        for key in keys:
+            held = txn.get(key, db=self._tokens)
+            if held is not None and json.loads(bytes(held))["expires"] <= moment:
+                removed += bool(txn.delete(key, db=self._tokens))
+        return removed
 
 
 def purged_record(token: dict[str, Any], key: str, capture: str) -> RunRecord:
@@ -144,9 +183,3 @@ def purged_record(token: dict[str, Any], key: str, capture: str) -> RunRecord:
         token=key,
         capture=capture,
     )
-
-
-def _bound(
-    fn: Callable[[Txn, Any, bytes, int], int], db: Any, prefix: bytes, batch: int
-) -> Callable[[Txn], int]:
-    return lambda txn: fn(txn, db, prefix, batch)

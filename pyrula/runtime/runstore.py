@@ -20,7 +20,7 @@ from pyrula.journal.store import Store, Txn
 from pyrula.runtime import fact_log
 from pyrula.runtime.leases import HOST
 from pyrula.runtime.leases import lease_is_live as lease_is_live  # re-exported
-from pyrula.runtime.purging import RunPurging, purged_record
+from pyrula.runtime.purging import RunPurging, purged_record, token_scope
 from pyrula.runtime.records import (
     BUDGET_EXCEEDED,
     CANCELLED,
@@ -161,7 +161,10 @@ class RunStore(RunLeases, RunCancels, RunPurging):
             txn.wake()  # a run is queued
             return record, True
 
-        return self.store.write(write, scope=(new_id, f"token:{idempotency_key}"))
+        # Its run, and its idempotency key if it has one: submissions without a key, and of
+        # different keys, never wait on each other.
+        keyed = () if idempotency_key is None else (token_scope(idempotency_key),)
+        return self.store.write(write, scope=(new_id, *keyed))
 
     def queued_input(self, run_id: str) -> Any:
         """The run's input, kept with its queue entry even when capture drops it from the run."""

@@ -20,6 +20,8 @@ from typing import Any
 
 import psycopg
 
+from pyrula.journal.pg_sql import begin_write
+
 with warnings.catch_warnings():
     # platformdirs warns when XDG_RUNTIME_DIR is unset (CI containers); nothing to act on.
     warnings.simplefilter("ignore")
@@ -93,14 +95,28 @@ class HeldStore:
     readers of one table) must wait for, as a busy server would: a test then sees how many of
     the store's statements wait behind it on the server (`waiting`), and lets them go
     (`release`). Released on its own after `safety` seconds, so a blocked loop cannot hang the
-    test (it then fails its assertions instead)."""
+    test (it then fails its assertions instead).
 
-    def __init__(self, url: str, *, table: str | None = None, safety: float = 30.0) -> None:
+    With `scope` (a run id), the locks a write scoped to it takes (`pg_sql.begin_write`), held
+    in an open transaction as that run's writer mid-write would: only that run's writes wait."""
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        table: str | None = None,
+        scope: str | None = None,
+        safety: float = 30.0,
+    ) -> None:
         self.url = url
         self.conn = psycopg.connect(url, autocommit=True)
         self.table = table
+        self.scope = scope
         self._released = threading.Event()
-        if table is None:  # the store's write lock, held exclusively: every write waits
+        if scope is not None:
+            self.conn.execute("BEGIN")
+            self.conn.execute(begin_write([scope], token=False), (scope,))
+        elif table is None:  # the store's write lock, held exclusively: every write waits
             self.conn.execute(f"SELECT pg_advisory_lock({_STORE_LOCK})")
         else:  # the table itself: every read of it waits
             self.conn.execute("BEGIN")
@@ -111,10 +127,14 @@ class HeldStore:
 
     def waiting(self) -> int:
         """How many statements of other sessions wait for what this one holds."""
+        params: tuple[str, ...] = ()
         if self.table is None:
+            key = _STORE_LOCK
+            if self.scope is not None:
+                key, params = _SCOPE_LOCK, (self.scope,)
             query = (
                 "SELECT count(*) FROM pg_locks, "
-                f"(SELECT {_STORE_LOCK}::bigint AS k) AS held WHERE locktype = 'advisory' "
+                f"(SELECT {key}::bigint AS k) AS held WHERE locktype = 'advisory' "
                 "AND NOT granted AND objsubid = 1 AND classid = ((k >> 32) & 4294967295)::oid "
                 "AND objid = (k & 4294967295)::oid"
             )
@@ -124,7 +144,7 @@ class HeldStore:
                 f"AND relation = '{self.table}'::regclass"
             )
         with psycopg.connect(self.url, autocommit=True) as look:
-            row = look.execute(query).fetchone()
+            row = look.execute(query, params).fetchone()
         return int(row[0]) if row else 0
 
     def release(self) -> None:
@@ -133,7 +153,9 @@ class HeldStore:
             return
         self._released.set()
         self._timer.cancel()
-        if self.table is None:
+        if self.scope is not None:
+            self.conn.execute("COMMIT")
+        elif self.table is None:
             self.conn.execute(f"SELECT pg_advisory_unlock({_STORE_LOCK})")
         else:
             self.conn.execute("COMMIT")
@@ -142,6 +164,8 @@ class HeldStore:
 
 # The store's write lock (pyrula/journal/postgres.py): one per schema.
 _STORE_LOCK = "hashtext('pyrula:' || current_schema())"
+# The lock of one write scope (a run id) in it (`pg_sql.begin_write`).
+_SCOPE_LOCK = "hashtextextended('pyrula:' || current_schema() || ':' || %s, 0)"
 
 
 class Heartbeat:
