@@ -368,27 +368,32 @@ class Exchanges:
     def _delete_pages(self, txn: Txn, record: ExchangeRecord | None) -> None:
         """Delete a record's frame pages (none known when the record is damaged; none for a
         copy, whose pages are its original's)."""
-        if record is None or copied_from(record) is not None:
-            return
-        for page in range(1, record.pages):
-            txn.delete(_page_key(record.id, page), db=self._frames)
+        for key in _page_keys(record):
+            txn.delete(key, db=self._frames)
 
     def delete(self, keys: Iterable[bytes]) -> int:
         """Remove records (their frames too); return how many existed."""
         keys = list(keys)
-        return self.store.write(lambda txn: self.delete_in(txn, keys))
 
-    def delete_in(self, txn: Txn, keys: Iterable[bytes]) -> int:
-        """`delete` inside `txn` (a purge's, scoped to the run whose exchanges these are)."""
-        removed = 0
-        for key in keys:
-            old = txn.get(key, db=self._db)
-            if old is None:
-                continue
-            self._delete_pages(txn, _readable(old))
-            txn.delete(key, db=self._db)
-            removed += 1
-        return removed
+        def write(txn: Txn) -> int:
+            removed = 0
+            for key in keys:
+                old = txn.get(key, db=self._db)
+                if old is None:
+                    continue
+                self._delete_pages(txn, _readable(old))
+                txn.delete(key, db=self._db)
+                removed += 1
+            return removed
+
+        return self.store.write(write)
+
+    def delete_scanned(self, txn: Txn, rows: Sequence[tuple[bytes, bytes]]) -> None:
+        """Remove the records `rows` (keys and stored values, as `txn.scan` gives them) and
+        their frame pages inside `txn`: one statement per table on PostgreSQL (a purge's)."""
+        pages = [key for _, value in rows for key in _page_keys(_readable(value))]
+        txn.delete_many(pages, db=self._frames)
+        txn.delete_many([key for key, _ in rows], db=self._db)
 
     def scan(
         self, prefix: bytes = b"", *, after: bytes | None = None
@@ -441,6 +446,14 @@ def copied_from(record: ExchangeRecord) -> bytes | None:
         return bytes.fromhex(origin)
     except ValueError:
         return None
+
+
+def _page_keys(record: ExchangeRecord | None) -> list[bytes]:
+    """The keys of a record's frame pages past the first (none known when the record is
+    damaged; none for a copy, whose pages are its original's)."""
+    if record is None or copied_from(record) is not None:
+        return []
+    return [_page_key(record.id, page) for page in range(1, record.pages)]
 
 
 def decode_header(value: bytes | memoryview, key: bytes) -> ExchangeRecord:

@@ -429,6 +429,10 @@ class LmdbTxn:
                 break
             yield bytes(key), bytes(value)
 
+    def delete_many(self, keys: list[bytes], *, db: Any) -> None:
+        for key in keys:
+            self.txn.delete(key, db=db)
+
     def get_many(self, keys: list[bytes], *, db: Any) -> dict[bytes, bytes]:
         found = {}
         for key in keys:

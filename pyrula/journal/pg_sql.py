@@ -26,6 +26,7 @@ def statements(name: str) -> dict[str, str]:
         "ON CONFLICT (k) DO UPDATE SET v = EXCLUDED.v",
         "add": f"INSERT INTO {t} (k, v) VALUES (%b, %b) ON CONFLICT (k) DO NOTHING",
         "delete": f"DELETE FROM {t} WHERE k = %b",
+        "delete_many": f"DELETE FROM {t} WHERE k = ANY(%b)",
         "range": f"SELECT k, v FROM {t} WHERE k >= %b AND k < %b ORDER BY k LIMIT {SCAN_BATCH}",
         "from": f"SELECT k, v FROM {t} WHERE k >= %b ORDER BY k LIMIT {SCAN_BATCH}",
         "last_below": f"SELECT k, v FROM {t} WHERE k >= %b AND k < %b ORDER BY k DESC LIMIT 1",

@@ -282,6 +282,13 @@ class PgTxn:
         self.cur.execute(SQL[db]["delete"], (key,))
         return self._rowcount() > 0
 
+    def delete_many(self, keys: list[bytes], *, db: str) -> None:
+        """One statement for all `keys`, left in the pipeline (no answer is waited for)."""
+        if keys:
+            self._refuse_if_kept_only()
+            self.send()
+            self.cur.execute(SQL[db]["delete_many"], (keys,))
+
     def _rowcount(self) -> int:
         if self.pipeline is not None:
             self.pipeline.sync()

@@ -54,6 +54,11 @@ class Txn(Protocol):
 
     def delete(self, key: bytes, *, db: Any) -> bool: ...
 
+    def delete_many(self, keys: list[bytes], *, db: Any) -> None:
+        """Delete those of `keys` that exist (on PostgreSQL one statement, sent without waiting
+        for its answer)."""
+        ...
+
     def scan(
         self, db: Any, prefix: bytes = b"", *, start: bytes | None = None
     ) -> Iterator[tuple[bytes, bytes]]:

@@ -115,13 +115,12 @@ class RunPurging:
         ):
             if db is None:
                 continue
-            keys = [bytes(key) for key, _ in itertools.islice(txn.scan(db, under), left)]
+            rows = [(bytes(k), bytes(v)) for k, v in itertools.islice(txn.scan(db, under), left)]
             if db is self.store.exchanges_db:
-                exchanges.delete_in(txn, keys)
+                exchanges.delete_scanned(txn, rows)
             else:
-                for key in keys:
-                    txn.delete(key, db=db)
-            left -= len(keys)
+                txn.delete_many([key for key, _ in rows], db=db)
+            left -= len(rows)
             if left <= 0:
                 return _MORE
         self._delete_record(txn, run_id, RunRecord.from_json(json.loads(bytes(raw))))
@@ -129,16 +128,15 @@ class RunPurging:
 
     def _delete_record(self, txn: Txn, run_id: str, run: RunRecord) -> None:
         key = run_id.encode()
-        txn.delete(key, db=self._queue)
-        txn.delete(lease_key(run_id), db=self._flags)
-        txn.delete(b"cancel:" + key, db=self._flags)
+        txn.delete_many([key], db=self._queue)
+        txn.delete_many([lease_key(run_id), b"cancel:" + key], db=self._flags)
         if run.token is not None:
             held = txn.get(run.token.encode(), db=self._tokens)
             token = json.loads(bytes(held)) if held is not None else None
             if token is not None and token["run_id"] == run_id:
                 token["purged"] = {"status": run.status, "name": run.name, "at": time.time()}
                 txn.put(run.token.encode(), dump_json(token), db=self._tokens)
-        txn.delete(key, db=self._runs)
+        txn.delete_many([key], db=self._runs)
 
     def _expired(
         self, moment: float, after: bytes | None, batch: int
@@ -162,12 +160,10 @@ class RunPurging:
         return dead, None
 
     def _expire_in(self, keys: list[bytes], moment: float, txn: Txn) -> int:
-        removed = 0
-        for key in keys:
-            held = txn.get(key, db=self._tokens)
-            if held is not None and json.loads(bytes(held))["expires"] <= moment:
-                removed += bool(txn.delete(key, db=self._tokens))
-        return removed
+        held = txn.get_many(keys, db=self._tokens)
+        dead = [key for key in keys if key in held and json.loads(held[key])["expires"] <= moment]
+        txn.delete_many(dead, db=self._tokens)
+        return len(dead)
 
 
 def purged_record(token: dict[str, Any], key: str, capture: str) -> RunRecord:

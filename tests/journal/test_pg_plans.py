@@ -149,12 +149,13 @@ def test_a_runs_events_are_read_by_primary_key_in_pages_bounded_by_its_events(se
     empty = run_id(RUNS + 1).encode() + b"\x00"
     plan = _plan(conn, events["range"], (empty, prefix_end(empty)))
     assert plan["Actual Rows"] == 0 and _buffers(plan) <= 6
-    # A purge deletes the run's keys one by one, each found by the primary key.
+    # A purge deletes the keys its batch read, in one statement, each found by the primary key.
     conn.execute("BEGIN")
     try:
-        plan = _plan(conn, events["delete"], (event_key(run, 3),))
+        keys = [event_key(run, seq) for seq in range(1, EVENTS_PER_RUN + 1)]
+        plan = _plan(conn, events["delete_many"], (keys,))
         assert _scans(plan) == [("Index Scan", "pyrula_events_pkey")]
-        assert _buffers(plan) <= 8
+        assert _buffers(plan) <= 6 * EVENTS_PER_RUN  # a descent of the index and a heap page each
     finally:
         conn.execute("ROLLBACK")
     if _generic_plans(conn):  # a prepared statement's generic plan is the same scan

@@ -14,9 +14,13 @@ from pyrula.errors import RunNotFound
 from pyrula.runtime import RunStore, Worker, cancel, purge, submit
 from pyrula.runtime.retention import parse_duration
 from pyrula.workflows import WorkflowContext, workflow
+from tests.fakes.openai_api import chat_chunks
+from tests.fakes.provider import OPENAI_LIB, Upstream, sse_reply
 from tests.runtime.support import ask, async_openai, chat_upstream, drive, new_store
 
 UPSTREAM = chat_upstream()
+# A streamed reply of 150 KB: its frames fill further pages (the `frames` table).
+LONG = Upstream(OPENAI_LIB, lambda request: sse_reply(chat_chunks(["x" * 100] * 1500)))
 # Retention works on both backends (the PostgreSQL store inherits it through `Txn`).
 pytestmark = pytest.mark.usefixtures("each_backend")
 
@@ -32,6 +36,14 @@ async def retained_work(ctx: WorkflowContext, n: int) -> str:
 async def retained_waits(ctx: WorkflowContext) -> str:
     answer = await ctx.interrupt("go?")
     return str(answer)
+
+
+@workflow(name="retained_long")
+async def retained_long(ctx: WorkflowContext) -> int:
+    stream = await async_openai(LONG).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "long"}], stream=True
+    )
+    return len("".join([c.choices[0].delta.content or "" async for c in stream if c.choices]))
 
 
 @workflow(name="retained_fails")
@@ -116,6 +128,18 @@ def test_a_purge_deletes_ended_runs_whole_and_never_a_live_one():
     assert left["flags"] == 1  # the running run's lease
     assert journal.get(parked.id).status == "parked"
     assert journal.get(queued_id).status == "running"
+
+
+def test_a_purged_runs_long_reply_goes_with_its_frame_pages():
+    store = new_store()
+    handle = submit(retained_long, store=store)
+    drive(store)
+    assert handle.record.result == 150_000
+    before = _entries(store)
+    assert before["frames"] >= 2 and before["exchanges"] == 1
+    assert [r.id for r in purge(0, store=store).runs] == [handle.id]
+    left = _entries(store)
+    assert (left["runs"], left["events"], left["exchanges"], left["frames"]) == (0, 0, 0, 0)
 
 
 def test_a_live_token_still_attaches_to_its_purged_run_and_expires_by_its_ttl():
