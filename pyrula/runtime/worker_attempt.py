@@ -121,7 +121,14 @@ class Executor:
             events=events,
         )
         begun = {"attempt": lease.attempt, "worker": self.worker_id}
-        await attempt.awrite("run:attempt", begun)
+        try:
+            await attempt.awrite("run:attempt", begun)
+        except RunAttemptEnded:  # its lease ran out before its first write got in
+            log_lost(run, lease)
+            return
+        except (StoreFull, StoreUnavailable) as exc:
+            log_store_down(run, lease, exc)
+            return
         context_cls = AgentContext if definition.kind == "agent" else WorkflowContext
         ctx = context_cls(attempt)
         args, kwargs = data.get("args", []), data.get("kwargs", {})

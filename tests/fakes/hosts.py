@@ -32,7 +32,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
-import psycopg
 
 from tests.fakes.postgres import restart, server
 
@@ -144,20 +143,6 @@ def _free_subnet() -> str:
     raise RuntimeError("no free private /24 for the test network")
 
 
-# A host cut off in the middle of a write transaction leaves it open on the server, holding its
-# locks, until the server notices the connection is dead (TCP keepalive: hours by default). The
-# setting docs/scaling.md recommends ends it sooner; the store retries what it cut short.
-IDLE_IN_TRANSACTION = "5s"
-
-
-def _end_abandoned_transactions(url: str) -> None:
-    with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(
-            f"ALTER SYSTEM SET idle_in_transaction_session_timeout = '{IDLE_IN_TRANSACTION}'"
-        )
-        conn.execute("SELECT pg_reload_conf()")
-
-
 class Network:
     """Where a test's hosts live, and the PostgreSQL server they share (see the module)."""
 
@@ -165,8 +150,9 @@ class Network:
         self.mode = mode
         self.hosts: list[Host] = []
         self._count = 0
+        # No idle_in_transaction_session_timeout of the server's own: what ends a cut-off
+        # host's open transaction is the store's setting on its sessions (docs/scaling.md).
         self.pg = server(SERVER)
-        _end_abandoned_transactions(str(self.pg.get_uri()))
         if mode.name != "netns":
             self.url = str(self.pg.get_uri())
             self.bridge = ""

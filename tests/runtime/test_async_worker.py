@@ -105,3 +105,18 @@ def test_an_idle_workers_scan_for_work_left_waits_off_the_loop(store: Store) -> 
     waiting, ticks = _held_while(store, "pyrula_runs", idle)
     assert waiting >= 1 and ticks > 0
     assert executed == [0]
+
+
+def test_a_run_whose_lease_moved_before_its_first_event_ends_the_attempt_not_the_worker(
+    store: Store, caplog: pytest.LogCaptureFixture
+) -> None:
+    # The attempt's `run:attempt` finds its lease gone (here ended by hand; on many hosts, a
+    # lease that ran out while that write waited behind a lock): the attempt stops and says
+    # so, and the worker's other runs go on (before, the refusal escaped and ended the worker).
+    handle, worker, run = _claimed(store)
+    RunStore(store).terminate(handle.id)
+    with caplog.at_level("WARNING", logger="pyrula"):
+        asyncio.run(worker.execute(run))
+    assert f"run {handle.id} attempt 1 lost its lease" in caplog.text
+    assert handle.record.status == "cancelled"
+    assert "run:attempt" not in [e.type for e in handle.events()]

@@ -169,6 +169,46 @@ def test_a_cut_off_hosts_run_is_taken_over_and_its_late_writes_are_fenced(hosts,
 
 
 @pytest.mark.slow
+def test_a_host_cut_off_inside_a_write_frees_its_locks_and_its_run_is_taken_over(hosts, tmp_path):
+    # Host A is cut off while its step's body holds a write transaction open (the store's lock,
+    # which every other writer needs, host B's claim included). The server keeps that session
+    # until it notices it is dead (TCP keepalive: hours), but the store's sessions set
+    # idle_in_transaction_session_timeout (5 s): the server then ends it and lets the lock go,
+    # and host B takes the run over once A's lease has expired. (The hosts' server sets no such
+    # timeout of its own: with PYRULA_PG_IDLE_IN_TRANSACTION_SECONDS=0 host B never gets in.)
+    url = fresh_url(hosts.url)
+    store = Store(url)
+    log, gates = _gated(tmp_path)
+    handle = submit("held_in_a_write", url, str(log), str(gates), store=store)
+    host_a, host_b = hosts.host("host-a"), hosts.host("host-b")
+    _workers(host_a, url, "--lease-seconds", "2")
+    wait_until(lambda: "inside 1" in log.read_text(), "host A to hold a write open in step 1")
+
+    host_a.cut()
+    (gates / "1").touch()
+    # B's lease outlasts the wait of its first write behind A's lock (up to the 5 s).
+    _workers(host_b, url, "--lease-seconds", "10", "--until-idle")
+    wait_until(lambda: "start 2" in log.read_text(), "host B to take the run over", timeout=120)
+    host_a.restore()
+    wait_until(lambda: "lost its lease" in host_a.stderr(), "host A to find its lease lost")
+    host_a.stop()
+    host_a.wait()
+    (gates / "2").touch()
+    host_b.wait()
+
+    journal = RunStore(store)
+    assert journal.get(handle.id).status == "completed"
+    assert journal.get(handle.id).result == 0 + 1 + 2
+    # Step 1 is journaled once, by host B; what host A finished there was fenced off.
+    assert _step_ends(journal, handle.id) == [("s0", 1), ("s1", 2), ("s2", 2)]
+    assert [e.payload["attempt"] for e in journal.events(handle.id) if e.type == "run:attempt"] == [
+        1,
+        2,
+    ]
+    store.close()
+
+
+@pytest.mark.slow
 def test_workers_ride_out_a_server_restart_and_finish_every_run_once(hosts, tmp_path):
     url = fresh_url(hosts.url)
     store = Store(url)

@@ -135,3 +135,32 @@ async def reports(
         else:
             await ctx.step("s0", _gated_effect, log_path, gates, 0)
     return "reported"
+
+
+# -- for the cut-off host test: a step whose body waits inside an open write transaction ---------
+
+
+def _inside_a_write(url: str, log_path: str, gates: str, i: int) -> int:
+    """Open a write on the run's store (the store's lock, held exclusively), read in it, note
+    `inside <i>`, then wait for the gate `gates/<i>` before writing: a host cut off meanwhile
+    leaves that transaction open on the server, with its lock."""
+    from pyrula.journal.store import Store
+
+    def body(txn) -> None:
+        txn.get(b"cut", db="flags")  # answered: the server now counts the transaction idle
+        _line(log_path, f"inside {i}")
+        while not os.path.exists(os.path.join(gates, str(i))):
+            time.sleep(0.005)
+        txn.put(b"cut", str(i).encode(), db="flags")
+
+    with Store(url) as store:
+        store.write(body)
+    _line(log_path, f"done {i}")
+    return i
+
+
+@workflow(name="held_in_a_write")
+async def held_in_a_write(ctx: WorkflowContext, url: str, log_path: str, gates: str) -> int:
+    first = await ctx.step("s0", _gated_effect, log_path, gates, 0)
+    second = await ctx.step("s1", _inside_a_write, url, log_path, gates, 1)
+    return first + second + await ctx.step("s2", _gated_effect, log_path, gates, 2)
