@@ -207,6 +207,45 @@ def test_a_failed_async_call_is_journaled_off_the_loop_and_replays_as_the_same_e
         store.close()
 
 
+def _reset(request: Any) -> Any:
+    raise OPENAI_LIB.ReadError("connection reset by peer", request=request)
+
+
+# A provider whose connection drops once the request is in: a transport failure after sending.
+DROPPED = Upstream(OPENAI_LIB, _reset)
+
+
+@workflow(name="async_call_dropped_held")
+async def async_call_dropped_held(ctx: WorkflowContext) -> str:
+    # The SDK gives up on the failed send while every write of the store waits: the frame's
+    # outcome (`RunSession.aend_call`, the transport failure) is written off the loop.
+    client = openai_client(DROPPED, cls=DropInAsyncOpenAI, journaled=False, max_retries=0)
+    held = HeldStore(SEEN["url"], safety=10)
+    failing = asyncio.ensure_future(ask(client, "q"))
+    SEEN["waiting"], SEEN["ticks"] = await while_held(held, failing, 1)
+    [error] = await asyncio.gather(failing, return_exceptions=True)
+    return type(error).__name__
+
+
+def test_a_transport_failure_after_sending_is_journaled_off_the_loop():
+    DROPPED.calls.clear()
+    store = Store(fresh_url())
+    SEEN.clear()
+    SEEN["url"] = store.url
+    try:
+        handle = submit(async_call_dropped_held, store=store)
+        drive(store)
+        record = handle.record
+        assert record.status == "completed", record.error
+        assert record.result == "APIConnectionError"
+        assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
+        # Its outcome is the transport failure: no reply (status 0).
+        assert [e.payload["status"] for e in handle.events() if e.type == "llm:done"] == [0]
+        assert len(DROPPED.calls) == 1
+    finally:
+        store.close()
+
+
 # A streamed reply of 1,500 chunks (about 400 KB): its record spans several frame pages.
 LONG = Upstream(OPENAI_LIB, lambda request: sse_reply(chat_chunks(["x" * 100] * 1500)))
 
