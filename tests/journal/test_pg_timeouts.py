@@ -5,6 +5,8 @@ beside `idle_in_transaction_session_timeout` (tests/journal/test_postgres.py).""
 from __future__ import annotations
 
 import asyncio
+import time
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
@@ -12,6 +14,7 @@ import pytest
 from pyrula.errors import StatementTimeout, StoreUnavailable
 from pyrula.journal import Store
 from pyrula.journal.group_commit import MISSED, _Write, commit_group
+from pyrula.journal.pg_schema import SCHEMA_VERSION
 from tests.fakes.postgres import HeldStore, fresh_url
 
 
@@ -148,3 +151,25 @@ def test_the_wakeup_listener_outlives_the_statement_timeout(short):
     with Store(short) as store:
         seen, count, live = asyncio.run(main(store))
     assert (count - seen, live) == (1, True)
+
+
+def test_a_migration_waiting_for_every_writer_is_not_cut_by_the_timeout(short):
+    # `pyrula store migrate` takes the store's lock, waiting for every write in flight, and may
+    # rebuild a large table: neither is bounded by the store's statement_timeout.
+    Store(short).close()
+    with psycopg.connect(short, autocommit=True) as conn:
+        conn.execute("UPDATE pyrula_meta SET v = %s WHERE k = 'schema'::bytea", (b"0",))
+    held = HeldStore(short)  # a writer in flight: the migration waits for its lock
+    with ThreadPoolExecutor(1) as pool:
+        migrating = pool.submit(lambda: Store(short, migrate=True).close())
+        try:
+            give_up = time.monotonic() + 60
+            while held.waiting() < 1 and not migrating.done() and time.monotonic() < give_up:
+                pass
+            assert held.waiting() == 1
+            time.sleep(1.0)  # waiting past the 0.3 s the store's other statements get
+        finally:
+            held.release()
+        migrating.result(60)  # raises if the migration was cancelled
+    with Store(short) as store:
+        assert store.stat()["schema"] == SCHEMA_VERSION
