@@ -3,14 +3,33 @@
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pyrula.proxy import BackgroundProxy, Limits, ProxyConfig, Route, background
 
 KEY = "sk-proxy-test-secret-0123456789abcdef"
+
+Client = TypeVar("Client")
+_SHARED: dict[tuple[Any, ...], Any] = {}
+
+
+def shared(make: Callable[..., Client], **kw: Any) -> Client:
+    """The HTTP client `make(**kw)` builds, one for a module's tests: building one (and its TLS
+    context) for every SDK client would cost more than the exchanges under test. Each is closed
+    as its module's tests end (tests/proxy/conftest.py), so its pooled sockets are not left open
+    to the interpreter's exit (a ResourceWarning each); the next use opens a new one."""
+    key = (make, *sorted(kw.items()))
+    if key not in _SHARED:
+        _SHARED[key] = make(**kw)
+    return _SHARED[key]  # type: ignore[no-any-return]
+
+
+def close_shared() -> None:
+    while _SHARED:
+        _SHARED.popitem()[1].close()
 
 
 @contextmanager

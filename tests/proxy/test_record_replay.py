@@ -21,15 +21,9 @@ from tests.fakes.openai_api import chat_completion, chat_json
 from tests.fakes.postgres import fresh_url
 from tests.fakes.provider import ANTHROPIC_LIB, OPENAI_LIB, Upstream, journal_transport, json_reply
 from tests.fakes.server import Script, Server
-from tests.proxy.support import KEY, routes_to, running, store_bytes
+from tests.proxy.support import KEY, routes_to, running, shared, store_bytes
 
 ASK = [{"role": "user", "content": "What is a pyrula?"}]
-
-
-# One HTTP client per stack for the module: building one (and its TLS context) for every SDK
-# client would cost more than the exchanges under test.
-OPENAI_HTTP = OPENAI_LIB.Client()
-ANTHROPIC_HTTP = ANTHROPIC_LIB.Client()
 
 
 def openai_via(proxy, **kw):
@@ -37,7 +31,7 @@ def openai_via(proxy, **kw):
         api_key=KEY,
         base_url=proxy.base_url("openai") + "/v1",
         max_retries=kw.pop("retries", 0),
-        http_client=OPENAI_HTTP,
+        http_client=shared(OPENAI_LIB.Client),
         **kw,
     )
 
@@ -48,7 +42,10 @@ def anthropic_via(proxy, *, is_async=False):
             api_key=KEY, base_url=proxy.base_url("anthropic"), max_retries=0
         )
     return anthropic.Anthropic(
-        api_key=KEY, base_url=proxy.base_url("anthropic"), max_retries=0, http_client=ANTHROPIC_HTTP
+        api_key=KEY,
+        base_url=proxy.base_url("anthropic"),
+        max_retries=0,
+        http_client=shared(ANTHROPIC_LIB.Client),
     )
 
 
@@ -215,7 +212,7 @@ def test_each_of_a_repeated_credential_header_is_masked_where_the_reply_echoes_i
         Server(lambda seen: Script(frames=[json.dumps(echo).encode()])) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
     ):
-        reply = OPENAI_HTTP.post(
+        reply = shared(OPENAI_LIB.Client).post(
             proxy.base_url("openai") + "/v1/chat/completions",
             headers=[("authorization", f"Bearer {KEY}"), ("cookie", first), ("cookie", second)],
             json={"model": "m", "messages": ASK},
@@ -260,7 +257,7 @@ def test_repeated_requests_replay_in_order_and_reset_starts_over(store):
         assert [ask(), ask()] == ["first", "second"]
         with pytest.raises(openai.ConflictError, match="recorded this"):
             ask()
-        reset = OPENAI_HTTP.post(proxy.url + "/_pyrula/reset")
+        reset = shared(OPENAI_LIB.Client).post(proxy.url + "/_pyrula/reset")
         assert reset.json() == {"reset": ["proxy"]}
         assert ask() == "first"
     assert upstream.count() == 2
@@ -356,7 +353,7 @@ def test_replay_mode_refuses_to_start_without_a_store(tmp_path):
 
 def test_health_endpoint_reports_mode_and_routes(store, standin):
     with running(store, "auto", routes=routes_to(standin.url)) as proxy:
-        health = OPENAI_HTTP.get(proxy.url + "/_pyrula/health").json()
+        health = shared(OPENAI_LIB.Client).get(proxy.url + "/_pyrula/health").json()
     assert health["mode"] == "auto" and health["cassette"] == "proxy"
     assert health["routes"]["/openai/"] == standin.url
     assert json.dumps(health)
@@ -400,9 +397,9 @@ def test_a_gemini_stream_with_a_key_in_the_query_replays_and_the_key_is_kept_now
     with Server(lambda seen: script) as upstream:
         routes = routes_to(upstream.url, "gemini")
         with running(store, "record", routes=routes) as proxy:
-            live = OPENAI_HTTP.post(proxy.url + path, json=body)
+            live = shared(OPENAI_LIB.Client).post(proxy.url + path, json=body)
         with running(store, "replay", routes=routes) as proxy:
-            replayed = OPENAI_HTTP.post(proxy.url + path, json=body)
+            replayed = shared(OPENAI_LIB.Client).post(proxy.url + path, json=body)
     assert upstream.seen[0].path.endswith(f"key={secret}")  # forwarded as sent
     assert live.content == replayed.content == frames[0]
     [(_, record)] = records(store)

@@ -12,10 +12,13 @@ import pytest
 from pyrula.journal import Exchanges, Store
 from tests.fakes.openai_api import SSE_HEADERS, chat_chunks, chat_json
 from tests.fakes.server import Script, Server
-from tests.proxy.support import routes_to, running
+from tests.proxy.support import routes_to, running, shared
 
-HTTP = httpx.Client(timeout=10)
 CHAT = b'{"model":"m","messages":[{"role":"user","content":"stream please"}],"stream":true}'
+
+
+def http() -> httpx.Client:
+    return shared(httpx.Client, timeout=10)
 
 
 def post_chat(client: httpx.Client, proxy, body: bytes = CHAT, **kw):
@@ -44,7 +47,7 @@ def test_the_first_frame_reaches_the_client_while_the_provider_still_streams(sto
     with (
         Server(lambda seen: script) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
-        post_chat(HTTP, proxy) as response,
+        post_chat(http(), proxy) as response,
     ):
         chunks = response.iter_raw()
         first = next(chunks)  # arrives although the provider holds back the rest
@@ -64,7 +67,7 @@ def test_a_client_hanging_up_mid_stream_leaves_no_record_and_cancels_upstream(st
         Server(lambda seen: script) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
     ):
-        with post_chat(HTTP, proxy) as response:
+        with post_chat(http(), proxy) as response:
             next(response.iter_raw())
         # the client is gone; the proxy must close the upstream request on its own
         deadline = time.monotonic() + 5
@@ -88,14 +91,14 @@ def test_one_slow_stream_does_not_stall_other_clients(store):
     with (
         Server(reply) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
-        post_chat(HTTP, proxy, CHAT.replace(b"stream please", b"slow")) as slow,
+        post_chat(http(), proxy, CHAT.replace(b"stream please", b"slow")) as slow,
     ):
         chunks = slow.iter_raw()
         next(chunks)
         started = time.perf_counter()
         for n in range(5):
             body = b'{"model":"m","messages":[{"role":"user","content":"%d"}]}' % n
-            fast = HTTP.post(proxy.base_url("openai") + "/v1/chat/completions", content=body)
+            fast = http().post(proxy.base_url("openai") + "/v1/chat/completions", content=body)
             assert fast.json()["choices"][0]["message"]["content"] == "fast"
         elapsed = time.perf_counter() - started
         gate.set()
@@ -109,7 +112,7 @@ def test_an_unfinished_stream_is_forwarded_but_not_recorded(store):
     with (
         Server(lambda seen: script) as upstream,
         running(store, "record", routes=routes_to(upstream.url)) as proxy,
-        post_chat(HTTP, proxy) as response,
+        post_chat(http(), proxy) as response,
     ):
         assert response.read() == script.frames[0]
     assert stored(store) == []
@@ -120,7 +123,7 @@ def test_an_unreachable_upstream_is_a_502_naming_it(store):
         closed.bind(("127.0.0.1", 0))
         url = f"http://127.0.0.1:{closed.getsockname()[1]}"
     with running(store, "record", routes=routes_to(url)) as proxy:
-        reply = HTTP.post(proxy.base_url("openai") + "/v1/chat/completions", content=CHAT)
+        reply = http().post(proxy.base_url("openai") + "/v1/chat/completions", content=CHAT)
     assert reply.status_code == 502
     error = reply.json()["error"]
     assert error["type"] == "pyrula_upstream_error" and url in error["message"]
@@ -132,9 +135,9 @@ def test_a_streamed_replay_is_chunked_and_byte_identical(store, mode):
     script = Script(headers=SSE_HEADERS, frames=frames, chunked=True)
     with Server(lambda seen: script) as upstream:
         routes = routes_to(upstream.url)
-        with running(store, "record", routes=routes) as proxy, post_chat(HTTP, proxy) as live:
+        with running(store, "record", routes=routes) as proxy, post_chat(http(), proxy) as live:
             recorded = live.read()
-        with running(store, mode, routes=routes) as proxy, post_chat(HTTP, proxy) as response:
+        with running(store, mode, routes=routes) as proxy, post_chat(http(), proxy) as response:
             replayed = response.read()
             assert response.headers.get("transfer-encoding") == "chunked"
             assert response.headers["content-type"] == "text/event-stream"
