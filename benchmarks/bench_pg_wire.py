@@ -201,7 +201,7 @@ def commits(base: str, count: int) -> None:
     from pyrula.journal.group_commit import MISSED, _Write, commit_group
     from pyrula.journal.store import Store
 
-    claims = "claim" in {f.name for f in dataclasses.fields(_Write)}
+    named = {f.name for f in dataclasses.fields(_Write)}
     store = Store(bench.fresh_schema(base))
     store.write(lambda txn: txn.put(b"lease", b"mine", db="flags"))
 
@@ -213,8 +213,12 @@ def commits(base: str, count: int) -> None:
             added = txn.put_fenced(key, b"v" * 200, db="events", after=None, fence=fence)
             return lambda: 1 if added() else MISSED
 
-        # A tree from before `_Write.claim` (`--tree`) takes no claim.
-        return _Write(lambda txn: 0, fast, claim=key) if claims else _Write(lambda txn: 0, fast)
+        # A tree from before `_Write.scope` (`--tree`) names its run `claim`, or nothing.
+        if "scope" in named:
+            return _Write(lambda txn: 0, fast, scope=key.decode())
+        if "claim" in named:
+            return _Write(lambda txn: 0, fast, claim=key)  # type: ignore[call-arg]
+        return _Write(lambda txn: 0, fast)
 
     try:
         for n in range(count):

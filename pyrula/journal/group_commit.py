@@ -18,9 +18,11 @@ the loop goes on with the other runs. Either way a caller is released only after
 commit, and callers queued together share it.
 
 The queue, the batches and the release are `batching.Batcher`'s (shared with group read); what
-is this module's is where a group commits (`_in_place`) and how its writes fail. A group is
-written unscoped: on PostgreSQL it holds the store's lock (measured faster than a group under
-only its runs' locks: docs/scaling.md, "Group commit"). A write may carry a `fast` form: a
+is this module's is where a group commits (`_in_place`) and how its writes fail. Each write names
+its `scope` (its run): a group is written under its writes' scopes (`Store.write(scope=)`), so
+on PostgreSQL it excludes only other writes of its own runs, and the groups of several worker
+processes commit side by side (one write without a scope makes its group unscoped: the store's
+lock). A write may carry a `fast` form: a
 function that sends its write without waiting for an answer (`Txn.put_fenced`) and returns how
 to read, afterwards, whether it took effect. The fast forms of a group are all sent first, so
 on PostgreSQL the group costs one round trip for all its writes plus the commit; a write whose
@@ -54,12 +56,12 @@ Fast = Callable[[Txn], Callable[[], Any]]
 
 @dataclass
 class _Write:
-    """One caller's write: its function, its fast form, and what its fast form guesses about
-    (`claim`, say its run: see `commit_group`)."""
+    """One caller's write: its function, its fast form, and the one name it touches (`scope`,
+    its run: the group's lock, and what its fast form guesses about; see `commit_group`)."""
 
     fn: Callable[[Txn], Any]
     fast: Fast | None = None
-    claim: object = None
+    scope: str | None = None
 
 
 class _Failed(Exception):
@@ -102,12 +104,13 @@ class GroupCommit:
         return self._runs
 
     async def write(
-        self, fn: Callable[[Txn], T], *, fast: Fast | None = None, claim: object = None
+        self, fn: Callable[[Txn], T], *, fast: Fast | None = None, scope: str | None = None
     ) -> T:
         """Run `fn` (or its `fast` form) in the next group's transaction; return its result once
-        that is committed. `claim`: what the fast form's guess is about (two of one claim in a
-        group may not both hold; see `commit_group`)."""
-        return cast(T, await self._batch.submit(_Write(fn, fast, claim)))
+        that is committed. `scope`: the one name (its run) the write touches, locked for the
+        group on PostgreSQL; two fast forms of one scope in a group may not both hold (see
+        `commit_group`). None: the group takes the store's lock."""
+        return cast(T, await self._batch.submit(_Write(fn, fast, scope)))
 
     def _in_place(self, size: int) -> bool:
         """Whether a group is committed on the loop's own thread: a local store and nothing
@@ -142,12 +145,12 @@ def commit_group(
 
     On PostgreSQL the fast forms' answers are read after the commit, whose round trip carries
     them, so a group of fast forms costs one round trip; a fast form that missed then runs its
-    full `fn` in a second transaction. Where two fast forms of one `claim` share the group (two
+    full `fn` in a second transaction. Where two fast forms of one `scope` share the group (two
     facts of one run guessing the same sequence number), or on LMDB (whose answers cost
     nothing), the answers are read before the commit and a miss runs `fn` in the same one."""
     group = [w if isinstance(w, _Write) else _Write(w) for w in writes]
-    claims = [w.claim for w in group if w.fast is not None and w.claim is not None]
-    after = store.remote and len(set(claims)) == len(claims)
+    scopes = [w.scope for w in group if w.fast is not None and w.scope is not None]
+    after = store.remote and len(set(scopes)) == len(scopes)
     failed: dict[int, BaseException] = {}
 
     def run(txn: Txn) -> list[Any]:
@@ -179,7 +182,7 @@ def commit_group(
         live = [write for index, write in enumerate(group) if index not in failed]
         try:
             fenced_only = after and all(write.fast is not None for write in live)
-            results = store.write(run, fenced_only=fenced_only)
+            results = store.write(run, scope=_scope(live), fenced_only=fenced_only)
         except _Failed as failure:
             failed[failure.index] = failure.error
             if len(failed) == len(group):
@@ -203,3 +206,10 @@ def commit_group(
             for index, outcome in zip(missed, again, strict=True):
                 outcomes[index] = outcome
     return outcomes
+
+
+def _scope(writes: list[_Write]) -> list[str] | None:
+    """The names a group locks: each of its writes' scope, or None (the store's lock) if one of
+    them has none."""
+    names = {write.scope for write in writes}
+    return None if None in names else sorted(n for n in names if n is not None)

@@ -444,6 +444,10 @@ class LmdbTxn:
     def wake(self) -> None:
         """Nothing: LMDB's waiters poll (a local file is cheap to look at)."""
 
+    def try_lock(self, names: list[str]) -> list[str]:
+        """Every name: this is the only write transaction open."""
+        return list(names)
+
     def put_fenced(
         self,
         key: bytes,

@@ -14,6 +14,13 @@ SCAN_BATCH = 1000
 # One lock for the whole store (its schema): writers serialise on it as on LMDB's write lock.
 WRITE_LOCK = "pg_advisory_xact_lock(hashtext('pyrula:' || current_schema()))"
 SHARED_LOCK = "pg_advisory_xact_lock_shared(hashtext('pyrula:' || current_schema()))"
+# The lock of one name (a run, an idempotency token) in a scoped write (`begin_write`).
+NAME_LOCK = "hashtextextended('pyrula:' || current_schema() || ':' || {}, 0)"
+# `Txn.try_lock`: the names of an array locked without waiting, in the array's order.
+TRY_LOCK = (
+    "SELECT n FROM unnest(%s::text[]) WITH ORDINALITY AS t(n, i) "
+    f"WHERE pg_try_advisory_xact_lock({NAME_LOCK.format('n')}) ORDER BY i"
+)
 
 
 def statements(name: str) -> dict[str, str]:
@@ -69,9 +76,10 @@ def begin_write(scope: list[str] | None, *, token: bool = True) -> str:
     write is settled by its rows instead), then its locks, in one round trip.
 
     Unscoped: the store's lock, exclusive. Scoped: that lock shared, then one exclusive lock
-    per name, in sorted order (so two writers never wait on each other in a cycle)."""
+    per name, in sorted order (so two writers never wait on each other in a cycle); with no
+    names, the shared lock only (its names then taken with `Txn.try_lock`, which never waits)."""
     first = "WITH token AS (INSERT INTO pyrula_commits (token) VALUES (%b)) " if token else ""
     if scope is None:
         return f"{first}SELECT {WRITE_LOCK}"
-    each = "pg_advisory_xact_lock(hashtextextended('pyrula:' || current_schema() || ':' || %s, 0))"
-    return f"{first}SELECT {SHARED_LOCK}, " + ", ".join(each for _ in scope)
+    each = f"pg_advisory_xact_lock({NAME_LOCK.format('%s')})"
+    return f"{first}SELECT " + ", ".join([SHARED_LOCK, *(each for _ in scope)])

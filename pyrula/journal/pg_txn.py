@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from pyrula.errors import StatementTimeout, StoreError
 from pyrula.journal.pg_schema import table
-from pyrula.journal.pg_sql import SCAN_BATCH, SQL, fenced_sql
+from pyrula.journal.pg_sql import SCAN_BATCH, SQL, TRY_LOCK, fenced_sql
 from pyrula.journal.store_base import Fence, Txn, prefix_end
 from pyrula.journal.wakeups import CHANNEL
 
@@ -176,6 +176,12 @@ class PgTxn:
         if not self.woken:
             self.woken = True
             self.cur.execute(f"NOTIFY {CHANNEL}")
+
+    def try_lock(self, names: list[str]) -> list[str]:
+        if not names:
+            return []
+        rows = self._query(TRY_LOCK, (names,)).fetchall()
+        return [name for (name,) in rows]
 
     def put_fenced(
         self,

@@ -75,6 +75,13 @@ class Txn(Protocol):
         `NOTIFY`; nothing on LMDB, whose waiters poll)."""
         ...
 
+    def try_lock(self, names: list[str]) -> list[str]:
+        """Lock, for the rest of this write, each of `names` that no other write holds; return
+        those locked, in order, without waiting for any (PostgreSQL's
+        `pg_try_advisory_xact_lock`: a write begun with `scope=[]` takes names this way, as
+        `scope=` would; LMDB has one writer at a time, so every name)."""
+        ...
+
     def put_fenced(
         self,
         key: bytes,

@@ -41,9 +41,8 @@ async def append_grouped(
     fast = None
     if next_seq is not None:
         fast = _fast_append(journal, run_id, lease, kind, payload, withheld, next_seq)
-    # Unscoped: the group takes the store's lock. Taking only its runs' locks measured well
-    # slower (benchmarks/README.md, "bench_postgres.py"), for reasons not yet understood.
-    return await group_commit(journal.store).write(full, fast=fast, claim=run_id)
+    # Scoped to its run: a group of facts locks only its runs (docs/scaling.md, "Group commit").
+    return await group_commit(journal.store).write(full, fast=fast, scope=run_id)
 
 
 def _fast_append(

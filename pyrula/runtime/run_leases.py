@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import time
 from typing import Any
 
@@ -26,6 +27,9 @@ from pyrula.runtime.records import (
 )
 from pyrula.runtime.run_events import RunEvents
 
+# A claim that skipped a run another write held looks again after this long at the latest.
+BUSY_RETRY_SECONDS = 0.05
+
 
 class RunLeases(RunEvents):
     """Claiming, heartbeating and releasing runs (the store's `queue` table, the lease flags)."""
@@ -33,28 +37,47 @@ class RunLeases(RunEvents):
     next_due: float | None
 
     def claim(self, worker: str, ttl: float, names: set[str] | None = None) -> RunRecord | None:
-        """Take the first runnable run under a fresh lease, or None.
+        """Take one runnable run under a fresh lease, or None (`claim_many`)."""
+        taken = self.claim_many(worker, ttl, names, limit=1)
+        return taken[0] if taken else None
 
-        The queue is read without a lock; each candidate is then taken in a write scoped to
-        its run, which checks it again: two workers racing for one run serialise on it, the
-        loser moves on, and claims of different runs never wait on each other."""
+    def claim_many(
+        self, worker: str, ttl: float, names: set[str] | None = None, limit: int = 1
+    ) -> list[RunRecord]:
+        """Take up to `limit` runnable runs under fresh leases, in one write per batch.
+
+        The queue is read without a lock, from a random place in it, so workers that look at
+        once start apart. Each batch of candidates is then taken in one write that locks them
+        without waiting (`Txn.try_lock`) and checks them again: a run another worker is taking
+        is skipped, not waited for (and looked at again shortly, `next_due`), and claims of
+        different runs never wait on each other."""
         now = time.time()
         self.next_due = None
         with self.store.read() as txn:
             queued = [key for key, _ in txn.scan(self._queue)]
+        if queued:
+            at = random.randrange(len(queued))
+            queued = queued[at:] + queued[:at]
+        taken: list[RunRecord] = []
         for index in range(0, len(queued), 64):  # 64 queued runs' records per read
+            chunk = queued[index : index + 64]
             with self.store.read() as txn:
-                records = txn.get_many(queued[index : index + 64], db=self._runs)
-            for key in queued[index : index + 64]:
+                records = txn.get_many(chunk, db=self._runs)
+            candidates: list[str] = []
+            for key in chunk:
                 raw = records.get(key)
                 if raw is None or not self._claimable(data := json.loads(raw), names, now):
                     continue
                 if data["status"] == RUNNING:  # taken over: its facts still in a log go first
                     fact_log.recover(self.store)
-                taken: RunRecord | None = self._take(key.decode(), worker, ttl, names)
-                if taken is not None:
-                    return taken
-        return None
+                candidates.append(key.decode())
+            while candidates and len(taken) < limit:
+                batch = candidates[: limit - len(taken)]
+                del candidates[: len(batch)]
+                taken += self._take(batch, worker, ttl, names)
+            if len(taken) >= limit:
+                break
+        return taken
 
     def _claimable(self, run: dict[str, Any], names: set[str] | None, now: float) -> bool:
         status, wake_at = run["status"], run.get("wake_at")
@@ -68,32 +91,44 @@ class RunLeases(RunEvents):
             return False
         return True
 
-    def _take(self, run_id: str, worker: str, ttl: float, names: set[str] | None) -> Any:
-        def write(txn: Txn) -> RunRecord | None:
+    def _take(
+        self, run_ids: list[str], worker: str, ttl: float, names: set[str] | None
+    ) -> list[RunRecord]:
+        def write(txn: Txn) -> list[RunRecord]:
             now = time.time()
-            raw = txn.get(run_id.encode(), db=self._runs)
-            if raw is None or txn.get(run_id.encode(), db=self._queue) is None:
-                return None
-            data = json.loads(bytes(raw))
-            if not self._claimable(data, names, now):
-                return None
-            run = RunRecord.from_json(data)
-            run.attempt += 1
-            run.status = RUNNING
-            run.wake_at = None
-            run.lease = {
-                "worker": worker,
-                "host": HOST,
-                "pid": os.getpid(),
-                "expires": now + ttl,
-                "attempt": run.attempt,
-            }
-            run.updated_at = now
-            txn.put(run_id.encode(), dump_json(run.to_json()), db=self._runs)
-            txn.put(lease_key(run.id), lease_value(worker, run.attempt), db=self._flags)
-            return run
+            mine = txn.try_lock(run_ids)
+            if len(mine) < len(run_ids):  # another write holds the rest: look again soon
+                self._due(now + BUSY_RETRY_SECONDS)
+            keys = [run_id.encode() for run_id in mine]
+            records = txn.get_many(keys, db=self._runs)
+            queued = txn.get_many(keys, db=self._queue)
+            taken = []
+            for key in keys:
+                raw = records.get(key)
+                if raw is None or key not in queued:
+                    continue
+                data = json.loads(raw)
+                if not self._claimable(data, names, now):
+                    continue
+                run = RunRecord.from_json(data)
+                run.attempt += 1
+                run.status = RUNNING
+                run.wake_at = None
+                run.lease = {
+                    "worker": worker,
+                    "host": HOST,
+                    "pid": os.getpid(),
+                    "expires": now + ttl,
+                    "attempt": run.attempt,
+                }
+                run.updated_at = now
+                txn.put(key, dump_json(run.to_json()), db=self._runs)
+                txn.put(lease_key(run.id), lease_value(worker, run.attempt), db=self._flags)
+                taken.append(run)
+            return taken
 
-        return self.store.write(write, scope=(run_id,))
+        # Scoped to no name: its runs are locked by `try_lock`, which never waits.
+        return self.store.write(write, scope=[])
 
     def _due(self, at: float | None) -> None:
         """Note the earliest time a run passed over by `claim` becomes claimable by itself (a

@@ -104,18 +104,21 @@ class Worker:
         try:
             while not self._in_flight.stopping and (max_runs is None or executed < max_runs):
                 self._purge_when_due()
-                run = None
+                runs: list[RunRecord] = []
                 seen = wake.count if wake is not None else 0
-                if len(running) < self.concurrency:
+                free = self.concurrency - len(running)
+                if max_runs is not None:
+                    free = min(free, max_runs - executed)
+                if free > 0:  # as many runs as it has room for, in one write
                     claim = (self.worker_id, self.lease_seconds, set(self.claimable()))
-                    run = await acall(self.store, self.run_store.claim, *claim)
-                if run is None:
+                    runs = await acall(self.store, self.run_store.claim_many, *claim, free)
+                if not runs:
                     if until_idle and not running and not await acall(self.store, self._pending):
                         break
                     _, running = await _settle(running, self._idle_seconds(wake), wake, seen)
                     continue
-                executed += 1
-                running.add(asyncio.ensure_future(self.execute(run)))
+                executed += len(runs)
+                running.update(asyncio.ensure_future(self.execute(run)) for run in runs)
             if self._in_flight.stopping:
                 running = await self._in_flight.drain(running)
             while running:

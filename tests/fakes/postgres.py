@@ -20,7 +20,7 @@ from typing import Any
 
 import psycopg
 
-from pyrula.journal.pg_sql import begin_write
+from pyrula.journal.pg_sql import NAME_LOCK, begin_write
 
 with warnings.catch_warnings():
     # platformdirs warns when XDG_RUNTIME_DIR is unset (CI containers); nothing to act on.
@@ -165,7 +165,7 @@ class HeldStore:
 # The store's write lock (pyrula/journal/postgres.py): one per schema.
 _STORE_LOCK = "hashtext('pyrula:' || current_schema())"
 # The lock of one write scope (a run id) in it (`pg_sql.begin_write`).
-_SCOPE_LOCK = "hashtextextended('pyrula:' || current_schema() || ':' || %s, 0)"
+_SCOPE_LOCK = NAME_LOCK.format("%s")
 
 
 class Heartbeat:

@@ -118,7 +118,7 @@ def test_a_group_of_fenced_facts_held_past_the_timeout_raises_and_writes_nothing
         held = HeldStore(short)
         try:
             with pytest.raises(StatementTimeout):
-                commit_group(store, [_Write(full, fast, claim=b"e1")])
+                commit_group(store, [_Write(full, fast, scope="e1")])
         finally:
             held.release()
         assert store.get("events", b"e1") is None

@@ -260,7 +260,7 @@ def _fenced(key: bytes, fence: bytes, traces: list[WireTrace] | None = None) -> 
         txn.put(key, b"full", db="events")
         return "full"
 
-    return _Write(full, fast, claim=key)
+    return _Write(full, fast, scope=key.decode())
 
 
 def test_a_group_of_fenced_facts_costs_one_round_trip_with_its_commit():
@@ -436,7 +436,7 @@ def test_a_batch_still_waiting_on_the_server_after_its_connection_is_lost_is_not
         held = HeldStore(url)
         outcome: list = []
         writer = threading.Thread(
-            target=lambda: outcome.extend(commit_group(store, [_Write(full, fast, claim=b"a")]))
+            target=lambda: outcome.extend(commit_group(store, [_Write(full, fast, scope="a")]))
         )
         writer.start()
         try:
@@ -451,3 +451,40 @@ def test_a_batch_still_waiting_on_the_server_after_its_connection_is_lost_is_not
             writer.join(120)
         assert outcome == [(True, "full")]
         assert (store.get("events", b"a"), store.get("events", b"b")) == (None, b"full")
+
+
+def test_try_lock_takes_the_names_no_other_write_holds_without_waiting():
+    url = fresh_url()
+    with Store(url) as store:
+        held = HeldStore(url, scope="a")  # run a's writer, mid-write
+        try:
+            with ThreadPoolExecutor(max_workers=1) as writer:
+                found = writer.submit(
+                    store.write, lambda txn: txn.try_lock(["c", "a", "b"]), scope=[]
+                )
+                # Answered while a is still held (waiting for it would give a too, at release).
+                assert found.result(60) == ["c", "b"]
+            assert held.waiting() == 0
+        finally:
+            held.release()
+
+
+def test_a_group_of_facts_commits_beside_another_runs_open_write_and_waits_for_its_own():
+    url = fresh_url()
+    with Store(url) as store:
+        store.write(lambda txn: txn.put(b"lease", b"mine", db="flags"))
+        held = HeldStore(url, scope="run-a")
+        try:
+            other = _fenced(b"b1", b"mine")
+            other.scope = "run-b"
+            assert commit_group(store, [other]) == [(True, "fast")]  # no wait for run-a
+            own = _fenced(b"a1", b"mine")
+            own.scope = "run-a"
+            with ThreadPoolExecutor(max_workers=1) as writer:
+                pending = writer.submit(commit_group, store, [own])
+                while held.waiting() == 0:  # it waits for run-a's writer, on the server
+                    assert not pending.done()
+                held.release()
+                assert pending.result(60) == [(True, "fast")]
+        finally:
+            held.release()
