@@ -111,15 +111,25 @@ def error_answer(status: int, code: str, message: str, request_id: str = "req-er
 
 
 class BedrockStub(Server):
-    """`with BedrockStub(*answers) as stub:` serves on `stub.url` until the block ends."""
+    """`with BedrockStub(*answers) as stub:` serves on `stub.url` until the block ends, and
+    closes the clients `client(stub)` made for it then."""
 
     def __init__(self, *answers: Script) -> None:
         super().__init__(lambda seen: converse_reply(), *answers)
+        self.clients: list[Any] = []
+
+    def __exit__(self, *exc: object) -> None:
+        # A run's agent body stays registered, so a client it holds would keep its pooled
+        # socket open until the interpreter's exit.
+        while self.clients:
+            self.clients.pop().close()
+        super().__exit__(*exc)
 
 
 def client(stub: Any, *, attempts: int = 1, **config: Any) -> Any:
-    """A real boto3 `bedrock-runtime` client signing with fake credentials, sending to `stub`."""
-    return boto3.client(
+    """A real boto3 `bedrock-runtime` client signing with fake credentials, sending to `stub`
+    (a `BedrockStub` closes it as its block ends)."""
+    made = boto3.client(
         "bedrock-runtime",
         region_name="us-east-1",
         endpoint_url=stub.url,
@@ -128,3 +138,6 @@ def client(stub: Any, *, attempts: int = 1, **config: Any) -> Any:
         aws_session_token=SESSION_TOKEN,
         config=Config(retries={"total_max_attempts": attempts, "mode": "standard"}, **config),
     )
+    if isinstance(stub, BedrockStub):
+        stub.clients.append(made)
+    return made
