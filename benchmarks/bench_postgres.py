@@ -9,22 +9,24 @@ ratio to the LMDB row measured in the same rounds.
 1. steps/s: the 100-step workflow (each step returns its index), submission to finished run, in
    one in-process worker: one run at a time, and 8 runs at once (`concurrency=8`). DBOS runs
    the same workflow on the same server (`system_database_url`), when `dbos` imports.
-2. runs/s with 1, 4 and 8 worker processes (`pyrula worker --until-idle`) on one PostgreSQL:
-   `--runs` runs of a 3-step workflow submitted first, then the workers started; each run is
-   checked to have completed once (its steps' side effects counted in a log).
+2. runs/s with 1, 4 and 8 worker processes (`pyrula worker`) on one PostgreSQL, `--rounds`
+   rounds (median and range, and each round's ratio to one worker): `--runs` runs of a 3-step
+   workflow submitted, the workers started, and the backlog's drain timed from the moment the
+   last worker is up; each run is checked to have completed once (its side effect logged).
 3. claim-to-start latency: an idle worker, a run submitted, the time from `submit` returning to
    its body starting. With `LISTEN/NOTIFY` (PostgreSQL) against polling (the same worker with
    wake-ups turned off, `poll_seconds=0.1`, the default).
 4. replay of 1,000 recorded exchanges through the openai SDK (`pyrula.cassette(mode="none")`),
    from PostgreSQL vs from LMDB.
 
-`--full` adds the issue's exactly-once check at full size: 8 worker processes, 5,000 runs.
+`--full` adds the exactly-once check at full size: 8 worker processes, 5,000 runs, 8 of the
+workers SIGKILLed at random moments (each replaced at once).
 
 `--before REF` adds to part 1 PostgreSQL on the code of git revision REF, measured in the same
 rounds, so a change is compared with the code before it in one run; both PostgreSQL rows then
 run in child processes (the same clean start for both).
 
-Run: python benchmarks/bench_postgres.py [--rounds 3] [--runs 400] [--url URL] [--full]
+Run: python benchmarks/bench_postgres.py [--rounds 3] [--runs 2000] [--url URL] [--full]
      [--skip 1,2,3,4] [--before REF]
 """
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import signal
 import statistics
 import subprocess
@@ -195,9 +198,15 @@ def child_steps(tree: Path | None, base: str, runs: int) -> float:
 # -- 2. runs/s with worker processes --------------------------------------------------------------
 
 
-def runs_per_second(base: str, workers: int, runs: int) -> float:
-    """Start `workers` worker processes, wait until each is up and idle, then submit `runs`
-    runs and time until every one has completed (process start-up is not counted)."""
+def runs_per_second(base: str, workers: int, runs: int, kills: int = 0) -> float:
+    """Submit `runs` runs, start `workers` worker processes, and once every one is up, time
+    until every run has completed: the runs/s of a backlog drained (what the workers completed
+    before the last was up is not counted, nor is submission or process start-up).
+
+    `kills`: SIGKILL that many workers, one at a random moment after each tenth of the runs
+    completed, each replaced by a fresh one at once. Every run must still complete exactly once
+    (one `run:done`); a step cut by a kill may have run its side effect before its outcome was
+    journaled, so an effect then shows twice, at most `concurrency` per kill."""
     url = fresh_schema(base)
     folder = Path(tempfile.mkdtemp(prefix="bench-effects-"))
     log = folder / "effects.log"
@@ -206,27 +215,72 @@ def runs_per_second(base: str, workers: int, runs: int) -> float:
     command = [sys.executable, "-m", "pyrula.cli.app", "worker", "--import", "bench_postgres"]
     command += ["--store", url]
     env = {**os.environ, "PYTHONPATH": f"{ROOT / 'benchmarks'}{os.pathsep}{ROOT}"}
-    logs = [folder / f"worker{i}.log" for i in range(workers)]
-    processes = [subprocess.Popen(command, cwd=ROOT, env=env, stderr=out.open("w")) for out in logs]
+    started = 0
+
+    def start() -> subprocess.Popen[bytes]:
+        nonlocal started
+        started += 1
+        out = (folder / f"worker{started}.log").open("w")
+        return subprocess.Popen(command, cwd=ROOT, env=env, stderr=out)
+
+    rng = random.Random(runs * 31 + workers)
+    killed = 0
+    with Store(url) as store:
+        ids = [submit(small, str(log), n, store=store).id for n in range(runs)]
+    processes = [start() for _ in range(workers)]
+    logs = [folder / f"worker{i + 1}.log" for i in range(workers)]
     try:
         while not all("pyrula worker" in out.read_text() for out in logs):
             time.sleep(0.05)
+
+        # Progress is read from the side-effect log (each run's last step writes its line),
+        # not the store: reading every run record this often would load the machine itself.
+        def effects() -> int:
+            return len(set(log.read_text().split()))
+
+        begun = time.perf_counter()
+        early = effects()
+        assert early < runs / 2, f"{early} of {runs} runs done before the workers were up"
+        next_kill = runs / 10 * rng.uniform(0.5, 1.5)
+        while (done := effects()) < runs:
+            if killed < kills and done >= next_kill:
+                victim = rng.randrange(len(processes))
+                processes[victim].send_signal(signal.SIGKILL)
+                processes[victim].wait(60)
+                processes[victim] = start()
+                killed += 1
+                next_kill = done + runs / 10 * rng.uniform(0.5, 1.5)
+            time.sleep(0.02)
+        seconds = time.perf_counter() - begun
         with Store(url) as store:
-            start = time.perf_counter()
-            for n in range(runs):
-                submit(small, str(log), n, store=store)
             journal = RunStore(store)
-            while sum(1 for run in journal.runs() if run.status == "completed") < runs:
-                time.sleep(0.02)
-            seconds = time.perf_counter() - start
+            while any(run.status != "completed" for run in journal.runs()):
+                time.sleep(0.2)  # the last runs' closing writes
+            finished = Counter(
+                [sum(event.type == "run:done" for event in journal.events(run)) for run in ids]
+            )
     finally:
         for process in processes:
             process.send_signal(signal.SIGTERM)
         for process in processes:
             process.wait(60)
+    assert finished == Counter({1: runs}), f"runs by how often they completed: {finished}"
     counts = Counter(log.read_text().split())
-    assert counts == Counter({str(n): 1 for n in range(runs)}), "a run ran twice or never"
-    return runs / seconds
+    assert set(counts) == {str(n) for n in range(runs)}, "a run's side effect never ran"
+    twice = sum(count - 1 for count in counts.values())
+    assert twice <= 8 * killed, f"{twice} side effects ran twice with {killed} kill(s)"
+    if kills:
+        print(
+            f"   {killed} worker(s) SIGKILLed and replaced; every run completed once; "
+            f"{twice} side effect(s) of a step cut by a kill ran twice"
+        )
+    return (runs - early) / seconds
+
+
+def spread(values: list[float], unit: str = "", digits: int = 1) -> str:
+    """The median of `values` and their range, as the figures are printed."""
+    low, mid, high = min(values), statistics.median(values), max(values)
+    return f"{mid:.{digits}f}{unit} (range {low:.{digits}f}-{high:.{digits}f})"
 
 
 # -- 3. claim-to-start latency ----------------------------------------------------------------
@@ -318,7 +372,7 @@ def _refuse(request: httpx.Request) -> httpx.Response:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--runs", type=int, default=400, help="runs for the runs/s figure")
+    parser.add_argument("--runs", type=int, default=2000, help="runs for the runs/s figure")
     parser.add_argument("--url", help="a PostgreSQL server (default: a throwaway pgserver)")
     parser.add_argument("--full", action="store_true", help="8 workers, 5,000 runs, once each")
     parser.add_argument("--skip", default="", help="comma-separated parts to skip: 1,2,3,4")
@@ -374,10 +428,14 @@ def main() -> None:
                     )
             dbos = rates.get(f"dbos, {runs} run(s) at once")
             if dbos:
-                pg = statistics.median(rates[f"postgresql, {runs} run(s) at once"])
+                found = rates[f"postgresql, {runs} run(s) at once"]
+                pg = statistics.median(found)
+                each = [mine / theirs for mine, theirs in zip(found, dbos, strict=True)]
+                ratio = pg / statistics.median(dbos)
                 print(
-                    "   pyrula on PostgreSQL / DBOS on PostgreSQL: "
-                    f"{pg / statistics.median(dbos):.2f}x"
+                    f"   pyrula on PostgreSQL / DBOS on PostgreSQL: {ratio:.2f}x "
+                    f"(DBOS {spread(dbos, ' steps/s', 0)}; per round {spread(each, 'x', 2)}; "
+                    f"target {2 if runs == 1 else 5}x)"
                 )
                 before = rates.get(f"before, {runs} run(s) at once")
                 if before:
@@ -388,12 +446,21 @@ def main() -> None:
                     )
 
     if "2" not in skip:
-        print(f"\n2. runs/s, {opts.runs} runs of a 3-step workflow, worker processes on PostgreSQL")
-        one = None
-        for workers in (1, 4, 8):
-            rate = runs_per_second(base, workers, opts.runs)
-            one = one or rate
-            print(f"   {workers} worker(s): {rate:7.1f} runs/s  ({rate / one:.2f}x one worker)")
+        print(
+            f"\n2. runs/s, {opts.runs} runs of a 3-step workflow, worker processes on PostgreSQL "
+            f"({opts.rounds} rounds, each worker count in turn)"
+        )
+        per: dict[int, list[float]] = {1: [], 4: [], 8: []}
+        for round_ in range(opts.rounds):
+            for workers in (1, 4, 8) if round_ % 2 == 0 else (8, 4, 1):
+                per[workers].append(runs_per_second(base, workers, opts.runs))
+        for workers, found in per.items():
+            each = [rate / one for rate, one in zip(found, per[1], strict=True)]
+            target = {1: "", 4: ", target 1.5x", 8: ", target 1x"}[workers]
+            print(
+                f"   {workers} worker(s): {spread(found, ' runs/s')}; "
+                f"x one worker, per round: {spread(each, 'x', 2)}{target}"
+            )
 
     if "3" not in skip:
         print("\n3. claim-to-start latency, an idle worker (median of 20 submissions)")
@@ -417,8 +484,11 @@ def main() -> None:
             )
 
     if opts.full:
-        print("\n5. full size: 8 worker processes, 5,000 runs, each completed exactly once")
-        rate = runs_per_second(base, 8, 5000)
+        print(
+            "\n5. full size: 8 worker processes, 5,000 runs, random SIGKILLs, each run "
+            "completed exactly once"
+        )
+        rate = runs_per_second(base, 8, 5000, kills=8)
         print(f"   5,000 runs completed once each at {rate:.1f} runs/s")
 
 

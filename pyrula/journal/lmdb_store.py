@@ -429,6 +429,17 @@ class LmdbTxn:
                 break
             yield bytes(key), bytes(value)
 
+    def keys(self, db: Any, *, start: bytes = b"", limit: int) -> list[bytes]:
+        cursor = self.txn.cursor(db=db)
+        if limit <= 0 or not cursor.set_range(start):
+            return []
+        found = []
+        for key in cursor.iternext(keys=True, values=False):
+            found.append(bytes(key))
+            if len(found) >= limit:
+                break
+        return found
+
     def delete_many(self, keys: list[bytes], *, db: Any) -> None:
         for key in keys:
             self.txn.delete(key, db=db)

@@ -36,6 +36,7 @@ def statements(name: str) -> dict[str, str]:
         "delete_many": f"DELETE FROM {t} WHERE k = ANY(%b)",
         "range": f"SELECT k, v FROM {t} WHERE k >= %b AND k < %b ORDER BY k LIMIT {SCAN_BATCH}",
         "from": f"SELECT k, v FROM {t} WHERE k >= %b ORDER BY k LIMIT {SCAN_BATCH}",
+        "keys": f"SELECT k FROM {t} WHERE k >= %b ORDER BY k LIMIT %s",
         "last_below": f"SELECT k, v FROM {t} WHERE k >= %b AND k < %b ORDER BY k DESC LIMIT 1",
         "last": f"SELECT k, v FROM {t} WHERE k >= %b ORDER BY k DESC LIMIT 1",
     }

@@ -317,6 +317,12 @@ class PgTxn:
                 return
             low = bytes(rows[-1][0]) + b"\x00"
 
+    def keys(self, db: str, *, start: bytes = b"", limit: int) -> list[bytes]:
+        if limit <= 0:
+            return []
+        rows = self._query(SQL[db]["keys"], (start, limit)).fetchall()
+        return [bytes(key) for (key,) in rows]
+
     def last(self, db: str, prefix: bytes) -> tuple[bytes, bytes] | None:
         end = prefix_end(prefix)
         if end:

@@ -66,6 +66,11 @@ class Txn(Protocol):
         order."""
         ...
 
+    def keys(self, db: Any, *, start: bytes = b"", limit: int) -> list[bytes]:
+        """Up to `limit` keys from `start` on, in key order, without their values (one
+        statement on PostgreSQL)."""
+        ...
+
     def last(self, db: Any, prefix: bytes) -> tuple[bytes, bytes] | None:
         """The (key, value) with the greatest key starting with `prefix`, if any."""
         ...

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from pyrula.journal.store import Txn
@@ -29,6 +30,8 @@ from pyrula.runtime.run_events import RunEvents
 
 # A claim that skipped a run another write held looks again after this long at the latest.
 BUSY_RETRY_SECONDS = 0.05
+# The queued runs a claim reads at a time (their keys, then their records).
+CLAIM_PAGE = 64
 
 
 class RunLeases(RunEvents):
@@ -46,21 +49,15 @@ class RunLeases(RunEvents):
     ) -> list[RunRecord]:
         """Take up to `limit` runnable runs under fresh leases, in one write per batch.
 
-        The queue is read without a lock, from a random place in it, so workers that look at
-        once start apart. Each batch of candidates is then taken in one write that locks them
-        without waiting (`Txn.try_lock`) and checks them again: a run another worker is taking
-        is skipped, not waited for (and looked at again shortly, `next_due`), and claims of
-        different runs never wait on each other."""
+        The queue is read without a lock, a page at a time from a random place in it
+        (`_queue_pages`), so workers that look at once start apart. Each batch of candidates
+        is then taken in one write that locks them without waiting (`Txn.try_lock`) and checks
+        them again: a run another worker is taking is skipped, not waited for (and looked at
+        again shortly, `next_due`), and claims of different runs never wait on each other."""
         now = time.time()
         self.next_due = None
-        with self.store.read() as txn:
-            queued = [key for key, _ in txn.scan(self._queue)]
-        if queued:
-            at = random.randrange(len(queued))
-            queued = queued[at:] + queued[:at]
         taken: list[RunRecord] = []
-        for index in range(0, len(queued), 64):  # 64 queued runs' records per read
-            chunk = queued[index : index + 64]
+        for chunk in self._queue_pages():
             with self.store.read() as txn:
                 records = txn.get_many(chunk, db=self._runs)
             candidates: list[str] = []
@@ -78,6 +75,23 @@ class RunLeases(RunEvents):
             if len(taken) >= limit:
                 break
         return taken
+
+    def _queue_pages(self) -> Iterator[list[bytes]]:
+        """The queue's keys, a page at a time: from a random place in it to its end, then from
+        its start up to that place. Each read is one page of keys (no values), so a claim costs
+        the same whatever the queue's length; the place is drawn where default run ids fall."""
+        middle = f"run_{random.getrandbits(80):020x}".encode()
+        for start, below in ((middle, None), (b"", middle)):
+            while True:
+                with self.store.read() as txn:
+                    page = txn.keys(self._queue, start=start, limit=CLAIM_PAGE)
+                if below is not None:
+                    page = [key for key in page if key < below]
+                if page:
+                    yield page
+                if len(page) < CLAIM_PAGE:
+                    break
+                start = page[-1] + b"\x00"
 
     def _claimable(self, run: dict[str, Any], names: set[str] | None, now: float) -> bool:
         status, wake_at = run["status"], run.get("wake_at")

@@ -19,10 +19,11 @@ from typing import Any
 import psycopg
 import pytest
 
-from pyrula.journal.pg_sql import SCAN_BATCH, SQL, fenced_sql
+from pyrula.journal.pg_sql import SQL, fenced_sql
 from pyrula.journal.store import Store, prefix_end
 from pyrula.runtime.leases import lease_key, lease_value
 from pyrula.runtime.records import event_key
+from pyrula.runtime.run_leases import CLAIM_PAGE
 from tests.fakes.postgres import fresh_url
 
 pytestmark = pytest.mark.slow  # the seed takes about 10 s
@@ -167,14 +168,18 @@ def test_a_runs_events_are_read_by_primary_key_in_pages_bounded_by_its_events(se
 
 def test_a_claims_reads_and_writes_use_primary_keys_and_touch_only_their_rows(seeded):
     conn = seeded
-    # The queue read (`RunLeases.claim`): the queue from its start, a page of keys at a time.
-    # It holds only live runs, and this read is bounded by them, not by runs or events.
-    plan = _plan(conn, SQL["queue"]["from"], (b"",))
-    assert _scans(plan) == [("Index Scan", "pyrula_queue_pkey")]
-    assert plan["Actual Rows"] == min(SCAN_BATCH, QUEUED)
-    assert _buffers(plan) < 60  # the queue's pages, never the runs' or the events'
-    # 64 queued runs' records at once (`get_many`), then the candidate's record and queue row
-    # again inside the claim's write (`get`).
+    # The queue read (`RunLeases.claim_many`): one page of keys from a random place in it,
+    # read from the index alone and bounded by the page, not by the queue, runs or events.
+    middle = run_id(QUEUED * 25).encode()
+    plan = _plan(conn, SQL["queue"]["keys"], (middle, CLAIM_PAGE))
+    assert _scans(plan) in (
+        [("Index Only Scan", "pyrula_queue_pkey")],
+        [("Index Scan", "pyrula_queue_pkey")],
+    )
+    assert plan["Actual Rows"] == CLAIM_PAGE
+    assert _buffers(plan) <= 6  # a descent of the index and a page or two of its leaves
+    # 64 queued runs' records at once (`get_many`), then the candidates' records and queue
+    # rows again inside the claim's write (`get_many`, `get` for one).
     keys = [run_id(n).encode() for n in range(50, 50 * 65, 50)]
     plan = _plan(conn, SQL["runs"]["get_many"], (keys,))
     assert _scans(plan) == [("Index Scan", "pyrula_runs_pkey")]
