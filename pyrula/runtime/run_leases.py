@@ -30,8 +30,10 @@ from pyrula.runtime.run_events import RunEvents
 
 # A claim that skipped a run another write held looks again after this long at the latest.
 BUSY_RETRY_SECONDS = 0.05
-# The queued runs a claim reads at a time (their keys, then their records).
+# The queued runs a claim reads at a time: their keys, then their records in slices (a claim
+# for a few runs decodes a few records, not the page's).
 CLAIM_PAGE = 64
+CLAIM_SLICE = 16
 
 
 class RunLeases(RunEvents):
@@ -57,23 +59,38 @@ class RunLeases(RunEvents):
         now = time.time()
         self.next_due = None
         taken: list[RunRecord] = []
-        for chunk in self._queue_pages():
-            with self.store.read() as txn:
-                records = txn.get_many(chunk, db=self._runs)
-            candidates: list[str] = []
-            for key in chunk:
-                raw = records.get(key)
-                if raw is None or not self._claimable(data := json.loads(raw), names, now):
-                    continue
-                if data["status"] == RUNNING:  # taken over: its facts still in a log go first
-                    fact_log.recover(self.store)
-                candidates.append(key.decode())
-            while candidates and len(taken) < limit:
-                batch = candidates[: limit - len(taken)]
-                del candidates[: len(batch)]
-                taken += self._take(batch, worker, ttl, names)
-            if len(taken) >= limit:
-                break
+        for page in self._queue_pages():
+            for chunk in _slices(page, max(limit, CLAIM_SLICE)):
+                taken += self._claim_from(chunk, worker, ttl, names, limit - len(taken), now)
+                if len(taken) >= limit:
+                    return taken
+        return taken
+
+    def _claim_from(
+        self,
+        chunk: list[bytes],
+        worker: str,
+        ttl: float,
+        names: set[str] | None,
+        limit: int,
+        now: float,
+    ) -> list[RunRecord]:
+        """Up to `limit` runs taken of those queued under `chunk`'s keys."""
+        taken: list[RunRecord] = []
+        with self.store.read() as txn:
+            records = txn.get_many(chunk, db=self._runs)
+        candidates: list[str] = []
+        for key in chunk:
+            raw = records.get(key)
+            if raw is None or not self._claimable(data := json.loads(raw), names, now):
+                continue
+            if data["status"] == RUNNING:  # taken over: its facts still in a log go first
+                fact_log.recover(self.store)
+            candidates.append(key.decode())
+        while candidates and len(taken) < limit:
+            batch = candidates[: limit - len(taken)]
+            del candidates[: len(batch)]
+            taken += self._take(batch, worker, ttl, names)
         return taken
 
     def _queue_pages(self) -> Iterator[list[bytes]]:
@@ -176,3 +193,8 @@ class RunLeases(RunEvents):
             return run
 
         return self.store.write(write, scope=(run_id,))
+
+
+def _slices(keys: list[bytes], size: int) -> Iterator[list[bytes]]:
+    for index in range(0, len(keys), size):
+        yield keys[index : index + size]
