@@ -62,6 +62,7 @@ sys.path.insert(1, str(ROOT / "benchmarks"))
 from _common import before_tree, completion_json, json_response, openai_client  # noqa: E402
 
 STEPS = 100
+CPU: list[str] = []  # part 2's CPU accounting, one line per drain
 STARTED: dict[str, float] = {}
 
 
@@ -240,6 +241,7 @@ def runs_per_second(base: str, workers: int, runs: int, kills: int = 0) -> float
 
         begun = time.perf_counter()
         early = effects()
+        cpu = (_cpu_seconds([p.pid for p in processes]), _cpu_seconds(), _busy())
         assert early < runs / 2, f"{early} of {runs} runs done before the workers were up"
         next_kill = runs / 10 * rng.uniform(0.5, 1.5)
         while (done := effects()) < runs:
@@ -252,6 +254,16 @@ def runs_per_second(base: str, workers: int, runs: int, kills: int = 0) -> float
                 next_kill = done + runs / 10 * rng.uniform(0.5, 1.5)
             time.sleep(0.02)
         seconds = time.perf_counter() - begun
+        if not kills:  # where the CPU went while they drained it (workers, server, machine)
+            drained = runs - early
+            mine = _cpu_seconds([p.pid for p in processes]) - cpu[0]
+            server = _cpu_seconds() - cpu[1]
+            busy = [now - then for now, then in zip(_busy(), cpu[2], strict=True)]
+            CPU.append(
+                f"{workers} worker(s): CPU per run {mine / drained * 1e3:.2f} ms in the workers, "
+                f"{server / drained * 1e3:.2f} ms in the server; machine busy "
+                f"{100 * busy[0] / busy[1]:.0f}%"
+            )
         with Store(url) as store:
             journal = RunStore(store)
             while any(run.status != "completed" for run in journal.runs()):
@@ -275,6 +287,29 @@ def runs_per_second(base: str, workers: int, runs: int, kills: int = 0) -> float
             f"{twice} side effect(s) of a step cut by a kill ran twice"
         )
     return (runs - early) / seconds
+
+
+def _cpu_seconds(pids: list[int] | None = None) -> float:
+    """CPU seconds (user + system) used so far by `pids`, or by every `postgres` process."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or (pids is not None and int(entry.name) not in pids):
+            continue
+        try:
+            if pids is None and (entry / "comm").read_text().strip() != "postgres":
+                continue
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def _busy() -> tuple[float, float]:
+    """The machine's busy and total CPU time so far (/proc/stat), in clock ticks."""
+    counts = [int(n) for n in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return sum(counts) - counts[3] - counts[4], sum(counts)
 
 
 def spread(values: list[float], unit: str = "", digits: int = 1) -> str:
@@ -454,6 +489,8 @@ def main() -> None:
         for round_ in range(opts.rounds):
             for workers in (1, 4, 8) if round_ % 2 == 0 else (8, 4, 1):
                 per[workers].append(runs_per_second(base, workers, opts.runs))
+        for line in CPU:
+            print(f"   {line}")
         for workers, found in per.items():
             each = [rate / one for rate, one in zip(found, per[1], strict=True)]
             target = {1: "", 4: ", target 1.5x", 8: ", target 1x"}[workers]

@@ -19,7 +19,7 @@ import os
 import socket
 import time
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from pyrula.errors import StoreError
 from pyrula.journal.async_store import acall
@@ -115,7 +115,12 @@ class Worker:
                 if not runs:
                     if until_idle and not running and not await acall(self.store, self._pending):
                         break
-                    _, running = await _settle(running, self._idle_seconds(wake), wake, seen)
+                    # Full, it waits for a run to end (or a stop): a wake-up, which every
+                    # worker gets for every run queued or ended, is only for one with room.
+                    listen = wake if free > 0 else None
+                    stopped = self._in_flight.stopped
+                    idle = self._idle_seconds(wake)
+                    _, running = await _settle(running, idle, listen, seen, stopped)
                     continue
                 executed += len(runs)
                 running.update(asyncio.ensure_future(self.execute(run)) for run in runs)
@@ -189,24 +194,30 @@ class Worker:
 
 
 async def _settle(
-    running: set[asyncio.Task[None]], timeout: float | None, wake: Any = None, seen: int = 0
+    running: set[asyncio.Task[None]],
+    timeout: float | None,
+    wake: Any = None,
+    seen: int = 0,
+    stopped: asyncio.Event | None = None,
 ) -> tuple[set[asyncio.Task[None]], set[asyncio.Task[None]]]:
-    """Wait a little for running attempts (or a wake-up); surface any crash of the worker's own
-    machinery."""
+    """Wait a little for running attempts (or a wake-up, or `stopped`); surface any crash of
+    the worker's own machinery."""
+    waiters: set[asyncio.Future[Any]] = set()
     if wake is not None and timeout is not None:
-        woken: asyncio.Task[None] = asyncio.ensure_future(wake.wait(seen, timeout))
-        done, _ = await asyncio.wait({*running, woken}, return_when=asyncio.FIRST_COMPLETED)
-        woken.cancel()
-        done.discard(woken)
-        for task in done:
-            task.result()
-        return done, running - done
-    if not running:
+        waiters.add(asyncio.ensure_future(wake.wait(seen, timeout)))
+    if stopped is not None and running:
+        waiters.add(asyncio.ensure_future(stopped.wait()))
+    if not running and not waiters:
         await asyncio.sleep(timeout or 0)
         return set(), set()
-    done, pending = await asyncio.wait(
-        running, timeout=timeout, return_when=asyncio.FIRST_COMPLETED
+    done, _ = await asyncio.wait(
+        {*running, *waiters},
+        timeout=None if wake is not None else timeout,
+        return_when=asyncio.FIRST_COMPLETED,
     )
+    for waiter in waiters:
+        waiter.cancel()
+    done -= waiters
     for task in done:
         task.result()
-    return done, set(pending)
+    return cast(set[asyncio.Task[None]], done), running - done

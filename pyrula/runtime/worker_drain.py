@@ -22,6 +22,7 @@ class InFlight:
     def __init__(self, grace_seconds: float) -> None:
         self.grace_seconds = grace_seconds
         self.stopping = False
+        self.stopped = asyncio.Event()  # set with `stopping`, for a claim loop that waits
         self.release_now = asyncio.Event()
         self.bodies: dict[str, asyncio.Future[Any]] = {}
         self.attempts: dict[str, Attempt] = {}
@@ -52,6 +53,7 @@ class InFlight:
             self.cancel_bodies()
             return
         self.stopping = True
+        self.stopped.set()
         for attempt in self.attempts.values():
             attempt.draining = True  # each stops at its next boundary, well inside the grace
         log.warning(
