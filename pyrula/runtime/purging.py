@@ -30,6 +30,7 @@ from typing import Any
 from pyrula.journal.exchanges import Exchanges
 from pyrula.journal.keys import run_prefix
 from pyrula.journal.store import Store, Txn
+from pyrula.runtime.cancel_flags import cancel_key
 from pyrula.runtime.leases import lease_key
 from pyrula.runtime.records import TERMINAL, RunRecord, dump_json
 
@@ -104,7 +105,8 @@ class RunPurging:
     def _purge_batch(self, exchanges: Exchanges, run_id: str, batch: int, txn: Txn) -> str:
         """Delete up to `batch` keys of an ended run, its record once nothing else is left."""
         raw = txn.get(run_id.encode(), db=self._runs)
-        if raw is None or json.loads(bytes(raw))["status"] not in TERMINAL:
+        run = RunRecord.from_json(json.loads(bytes(raw))) if raw is not None else None
+        if run is None or run.status not in TERMINAL:
             return _LIVE  # resumed (or purged by another) meanwhile: nothing more is touched
         left = batch
         prefix = run_id.encode() + b"\x00"
@@ -123,13 +125,13 @@ class RunPurging:
             left -= len(rows)
             if left <= 0:
                 return _MORE
-        self._delete_record(txn, run_id, RunRecord.from_json(json.loads(bytes(raw))))
+        self._delete_record(txn, run_id, run)
         return _GONE
 
     def _delete_record(self, txn: Txn, run_id: str, run: RunRecord) -> None:
         key = run_id.encode()
         txn.delete_many([key], db=self._queue)
-        txn.delete_many([lease_key(run_id), b"cancel:" + key], db=self._flags)
+        txn.delete_many([lease_key(run_id), cancel_key(run_id)], db=self._flags)
         if run.token is not None:
             held = txn.get(run.token.encode(), db=self._tokens)
             token = json.loads(bytes(held)) if held is not None else None

@@ -13,6 +13,7 @@ import asyncio
 import json
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import openai
@@ -34,6 +35,16 @@ N = 4
 SEEN: dict[str, Any] = {}
 
 
+@pytest.fixture
+def store() -> Iterator[Store]:
+    """A store on the suite's PostgreSQL, its URL in `SEEN` for the run's body to hold."""
+    store = Store(fresh_url())
+    SEEN.clear()
+    SEEN["url"] = store.url
+    yield store
+    store.close()
+
+
 @workflow(name="async_calls_held")
 async def async_calls_held(ctx: WorkflowContext, n: int) -> list[str]:
     client = async_openai(UPSTREAM)
@@ -44,24 +55,20 @@ async def async_calls_held(ctx: WorkflowContext, n: int) -> list[str]:
     return await calls
 
 
-def test_concurrent_async_model_calls_go_on_while_their_journal_writes_wait_on_the_server():
+def test_concurrent_async_model_calls_go_on_while_their_journal_writes_wait_on_the_server(
+    store,
+):
     UPSTREAM.calls.clear()
-    store = Store(fresh_url())
-    SEEN.clear()
-    SEEN["url"] = store.url
-    try:
-        handle = submit(async_calls_held, N, store=store)
-        drive(store)
-        record = handle.record
-        assert record.status == "completed", record.error
-        assert record.result == [f"answer to q{i}" for i in range(N)]
-        # Every call had been sent and every call's journal write waited on the server at
-        # once, while the run's loop kept turning.
-        assert SEEN["sent"] == N and SEEN["waiting"] >= N  # (a lease heartbeat may wait too)
-        assert SEEN["ticks"] > 0
-        assert sum(1 for e in handle.events() if e.type == "llm:done") == N
-    finally:
-        store.close()
+    handle = submit(async_calls_held, N, store=store)
+    drive(store)
+    record = handle.record
+    assert record.status == "completed", record.error
+    assert record.result == [f"answer to q{i}" for i in range(N)]
+    # Every call had been sent and every call's journal write waited on the server at
+    # once, while the run's loop kept turning.
+    assert SEEN["sent"] == N and SEEN["waiting"] >= N  # (a lease heartbeat may wait too)
+    assert SEEN["ticks"] > 0
+    assert sum(1 for e in handle.events() if e.type == "llm:done") == N
 
 
 @workflow(name="async_step_held")
@@ -72,18 +79,12 @@ async def async_step_held(ctx: WorkflowContext) -> int:
     return await step
 
 
-def test_a_lone_runs_cancel_check_waits_on_the_server_off_the_loop():
-    store = Store(fresh_url())
-    SEEN.clear()
-    SEEN["url"] = store.url
-    try:
-        handle = submit(async_step_held, store=store)
-        drive(store)
-        record = handle.record
-        assert record.status == "completed" and record.result == 1, record.error
-        assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
-    finally:
-        store.close()
+def test_a_lone_runs_cancel_check_waits_on_the_server_off_the_loop(store):
+    handle = submit(async_step_held, store=store)
+    drive(store)
+    record = handle.record
+    assert record.status == "completed" and record.result == 1, record.error
+    assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
 
 
 async def _cancelled_from_another_process(store: Store, run_id: str) -> str:
@@ -185,26 +186,21 @@ async def async_call_fails_held(ctx: WorkflowContext) -> str:
     return type(error).__name__
 
 
-def test_a_failed_async_call_is_journaled_off_the_loop_and_replays_as_the_same_error():
+def test_a_failed_async_call_is_journaled_off_the_loop_and_replays_as_the_same_error(store):
     FAILING.calls.clear()
-    store = Store(fresh_url())
-    SEEN.clear()
-    SEEN["url"], SEEN["hold"] = store.url, True
-    try:
-        handle = submit(async_call_fails_held, store=store)
-        drive(store)
-        assert handle.record.status == "parked"
-        answer(handle.id, "yes", store=store)
-        drive(store)
-        record = handle.record
-        assert record.status == "completed", record.error
-        assert record.result == "InternalServerError"
-        # The failure's journal write waited on the server; the loop kept turning meanwhile.
-        assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
-        assert [e.payload["status"] for e in handle.events() if e.type == "llm:done"] == [500]
-        assert len(FAILING.calls) == 1  # the resumed run replayed the failure
-    finally:
-        store.close()
+    SEEN["hold"] = True
+    handle = submit(async_call_fails_held, store=store)
+    drive(store)
+    assert handle.record.status == "parked"
+    answer(handle.id, "yes", store=store)
+    drive(store)
+    record = handle.record
+    assert record.status == "completed", record.error
+    assert record.result == "InternalServerError"
+    # The failure's journal write waited on the server; the loop kept turning meanwhile.
+    assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
+    assert [e.payload["status"] for e in handle.events() if e.type == "llm:done"] == [500]
+    assert len(FAILING.calls) == 1  # the resumed run replayed the failure
 
 
 def _reset(request: Any) -> Any:
@@ -227,23 +223,17 @@ async def async_call_dropped_held(ctx: WorkflowContext) -> str:
     return type(error).__name__
 
 
-def test_a_transport_failure_after_sending_is_journaled_off_the_loop():
+def test_a_transport_failure_after_sending_is_journaled_off_the_loop(store):
     DROPPED.calls.clear()
-    store = Store(fresh_url())
-    SEEN.clear()
-    SEEN["url"] = store.url
-    try:
-        handle = submit(async_call_dropped_held, store=store)
-        drive(store)
-        record = handle.record
-        assert record.status == "completed", record.error
-        assert record.result == "APIConnectionError"
-        assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
-        # Its outcome is the transport failure: no reply (status 0).
-        assert [e.payload["status"] for e in handle.events() if e.type == "llm:done"] == [0]
-        assert len(DROPPED.calls) == 1
-    finally:
-        store.close()
+    handle = submit(async_call_dropped_held, store=store)
+    drive(store)
+    record = handle.record
+    assert record.status == "completed", record.error
+    assert record.result == "APIConnectionError"
+    assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
+    # Its outcome is the transport failure: no reply (status 0).
+    assert [e.payload["status"] for e in handle.events() if e.type == "llm:done"] == [0]
+    assert len(DROPPED.calls) == 1
 
 
 # A streamed reply of 1,500 chunks (about 400 KB): its record spans several frame pages.
@@ -271,24 +261,18 @@ async def async_long_stream(ctx: WorkflowContext) -> str:
     return text
 
 
-def test_replaying_a_long_stream_reads_its_pages_off_the_loop():
+def test_replaying_a_long_stream_reads_its_pages_off_the_loop(store):
     LONG.calls.clear()
-    store = Store(fresh_url())
-    SEEN.clear()
-    SEEN["url"] = store.url
-    try:
-        handle = submit(async_long_stream, store=store)
-        drive(store)
-        assert handle.record.status == "parked"
-        SEEN["hold"] = True
-        answer(handle.id, "yes", store=store)
-        drive(store)
-        record = handle.record
-        assert record.status == "completed", record.error
-        assert record.result == "x" * 100 * 1500 and len(LONG.calls) == 1  # replayed
-        assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
-    finally:
-        store.close()
+    handle = submit(async_long_stream, store=store)
+    drive(store)
+    assert handle.record.status == "parked"
+    SEEN["hold"] = True
+    answer(handle.id, "yes", store=store)
+    drive(store)
+    record = handle.record
+    assert record.status == "completed", record.error
+    assert record.result == "x" * 100 * 1500 and len(LONG.calls) == 1  # replayed
+    assert SEEN["waiting"] >= 1 and SEEN["ticks"] > 0
 
 
 @workflow(name="async_cassette_on_a_server")

@@ -147,17 +147,7 @@ def test_a_cut_off_hosts_run_is_taken_over_and_its_late_writes_are_fenced(hosts,
     host_a.cut()
     (gates / "1").touch()
     wait_until(lambda: "start 2" in log.read_text(), "host B to take the run over")
-    host_a.restore()
-    # Host A's late write (the step it finished, or a heartbeat) is refused: the run is B's.
-    wait_until(lambda: "lost its lease" in host_a.stderr(), "host A to find its lease lost")
-    host_a.stop()
-    host_a.wait()  # and with it every write host A still had under way
-    (gates / "2").touch()
-    host_b.wait()
-
-    journal = RunStore(store)
-    assert journal.get(handle.id).status == "completed"
-    assert journal.get(handle.id).result == 0 + 1 + 2
+    journal = _end_takeover(host_a, host_b, gates, store, handle.id)
     # Each step was journaled once: step 1 by host B, whatever host A finished meanwhile.
     assert _step_ends(journal, handle.id) == [("s0", 1), ("s1", 2), ("s2", 2)]
     attempts = [e for e in journal.events(handle.id) if e.type == "run:attempt"]
@@ -166,6 +156,22 @@ def test_a_cut_off_hosts_run_is_taken_over_and_its_late_writes_are_fenced(hosts,
     lines = Counter(log.read_text().splitlines())
     assert (lines["start 1"], lines["done 2"]) == (2, 1)
     store.close()
+
+
+def _end_takeover(host_a: Host, host_b: Host, gates: Path, store: Store, run_id: str) -> RunStore:
+    """Host A back on the network after host B took its run over: A's late writes (the step it
+    finished, or a heartbeat) are refused as the run is B's, A stops with every write it still
+    had under way, B finishes the run (whose steps return 0, 1 and 2)."""
+    host_a.restore()
+    wait_until(lambda: "lost its lease" in host_a.stderr(), "host A to find its lease lost")
+    host_a.stop()
+    host_a.wait()
+    (gates / "2").touch()
+    host_b.wait()
+    journal = RunStore(store)
+    assert journal.get(run_id).status == "completed"
+    assert journal.get(run_id).result == 0 + 1 + 2
+    return journal
 
 
 @pytest.mark.slow
@@ -189,16 +195,7 @@ def test_a_host_cut_off_inside_a_write_frees_its_locks_and_its_run_is_taken_over
     # B's lease outlasts the wait of its first write behind A's lock (up to the 5 s).
     _workers(host_b, url, "--lease-seconds", "10", "--until-idle")
     wait_until(lambda: "start 2" in log.read_text(), "host B to take the run over", timeout=120)
-    host_a.restore()
-    wait_until(lambda: "lost its lease" in host_a.stderr(), "host A to find its lease lost")
-    host_a.stop()
-    host_a.wait()
-    (gates / "2").touch()
-    host_b.wait()
-
-    journal = RunStore(store)
-    assert journal.get(handle.id).status == "completed"
-    assert journal.get(handle.id).result == 0 + 1 + 2
+    journal = _end_takeover(host_a, host_b, gates, store, handle.id)
     # Step 1 is journaled once, by host B; what host A finished there was fenced off.
     assert _step_ends(journal, handle.id) == [("s0", 1), ("s1", 2), ("s2", 2)]
     assert [e.payload["attempt"] for e in journal.events(handle.id) if e.type == "run:attempt"] == [
